@@ -1,0 +1,274 @@
+"""Client plumbing shared by the Kafka-style tools (topics, configs, console producer/consumer, perf).
+
+The tools run on confluent-kafka (librdkafka). This module keeps librdkafka quiet and turns its
+failures into one-line `CliError`s:
+
+* librdkafka's own log lines go to a silent `logging.Logger`; connection problems are collected
+  by an `error_cb` (`ClientErrors`) and reported once, in a sentence, by `wait_for_cluster`.
+* Java client property files (`--command-config`, `--producer.config`, ...) are read with
+  `load_properties`; `to_librdkafka` maps the Java-only names our users will have in them.
+* `result` waits on an admin future and converts `KafkaException` into `CliError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException
+
+from samsa.cli.common import CliError
+
+# How long a tool waits for the cluster (first metadata, admin calls) before giving up.
+DEFAULT_TIMEOUT_S = 10.0
+# After librdkafka reports every bootstrap broker down, retry this long before failing fast.
+_ALL_DOWN_GRACE_S = 1.0
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+_QUIET_LOGGER = logging.getLogger("samsa.cli.librdkafka")
+_QUIET_LOGGER.addHandler(logging.NullHandler())
+_QUIET_LOGGER.propagate = False
+
+# Java client settings that librdkafka spells differently; value converters where units differ.
+_RENAMED: dict[str, tuple[str, Any]] = {
+    "send.buffer.bytes": ("socket.send.buffer.bytes", str),
+    "receive.buffer.bytes": ("socket.receive.buffer.bytes", str),
+    "fetch.max.wait.ms": ("fetch.wait.max.ms", str),
+    "buffer.memory": ("queue.buffering.max.kbytes", lambda v: str(max(1, int(v) // 1024))),
+}
+# Java client settings with no librdkafka counterpart (serializers are always bytes here).
+_IGNORED = frozenset(
+    {
+        "key.serializer",
+        "value.serializer",
+        "key.deserializer",
+        "value.deserializer",
+        "max.block.ms",
+        "default.api.timeout.ms",
+        "interceptor.classes",
+        "partitioner.class",
+        "metric.reporters",
+        "exclude.internal.topics",
+        "allow.auto.create.topics",
+    }
+)
+
+T = TypeVar("T")
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a Java `.properties` file (`k=v`, `k: v` or `k v`; `#`/`!` comments; `\\` continuation)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise CliError(f"cannot read properties file {path}: {e.strerror or e}") from None
+    props: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        # An odd number of trailing backslashes continues the line.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical += line[:-1]
+            continue
+        logical += line
+        key, value = _split_property(logical)
+        props[key] = value
+        logical = ""
+    if logical:
+        key, value = _split_property(logical)
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    i, n = 0, len(line)
+    while i < n and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:]
+    rest = rest.lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    if "\\" not in s:
+        return s
+    out: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", s[i + 2 : i + 6]):
+                out.append(chr(int(s[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def to_librdkafka(props: dict[str, str]) -> dict[str, str]:
+    """Translate Java client property names to librdkafka's, dropping ones it has no use for."""
+    out: dict[str, str] = {}
+    for key, value in props.items():
+        if key in _IGNORED:
+            continue
+        if key in _RENAMED:
+            name, convert = _RENAMED[key]
+            try:
+                out[name] = convert(value)
+            except ValueError:
+                raise CliError(f"invalid value for {key}: {value!r}") from None
+            continue
+        out[key] = value
+    return out
+
+
+class ClientErrors:
+    """`error_cb` for a client: remembers why brokers could not be reached."""
+
+    def __init__(self) -> None:
+        self.transport: str | None = None
+        self.all_down_since: float | None = None
+        self.fatal: KafkaError | None = None
+
+    def __call__(self, err: KafkaError) -> None:
+        code = err.code()
+        if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._SSL, KafkaError._AUTHENTICATION):
+            self.transport = _strip_broker_prefix(err.str())
+        elif code == KafkaError._ALL_BROKERS_DOWN:
+            if self.all_down_since is None:
+                self.all_down_since = time.monotonic()
+        if err.fatal():
+            self.fatal = err
+
+    def broker_up(self) -> None:
+        self.all_down_since = None
+
+
+def _strip_broker_prefix(message: str) -> str:
+    # "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms ...)"
+    message = re.sub(r"^\S+/(?:bootstrap|\d+): ", "", message)
+    return re.sub(r" \(after \d+ms in state \w+\)$", "", message)
+
+
+def client_config(bootstrap: str | None, props: dict[str, str], errors: ClientErrors) -> dict[str, Any]:
+    """librdkafka configuration: user properties, the bootstrap server, quiet logging, error capture."""
+    conf: dict[str, Any] = dict(to_librdkafka(props))
+    if bootstrap:
+        conf["bootstrap.servers"] = bootstrap
+    if not conf.get("bootstrap.servers"):
+        raise CliError("no bootstrap server given (use --bootstrap-server)", exit_code=2)
+    conf["error_cb"] = errors
+    conf["logger"] = _QUIET_LOGGER
+    return conf
+
+
+def make_client(kind: type[T], conf: dict[str, Any]) -> T:
+    """Construct a Producer/Consumer/AdminClient; bad configuration becomes a CliError."""
+    try:
+        return kind(conf)
+    except (KafkaException, ValueError, TypeError) as e:
+        raise CliError(f"invalid client configuration: {_exception_text(e)}") from None
+
+
+class _MetadataSource(Protocol):
+    def list_topics(self, topic: str | None = ..., timeout: float = ...) -> Any: ...
+
+    def poll(self, timeout: float = ...) -> Any: ...
+
+
+def wait_for_cluster(
+    client: _MetadataSource,
+    errors: ClientErrors,
+    bootstrap: str,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    topic: str | None = None,
+) -> Any:
+    """Fetch cluster metadata, failing with one sentence if no broker answers within `timeout`."""
+    deadline = time.monotonic() + timeout
+    last: KafkaError | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            md = client.list_topics(topic, timeout=max(0.05, min(0.5, remaining)))
+            errors.broker_up()
+            return md
+        except KafkaException as e:
+            last = e.args[0] if e.args and isinstance(e.args[0], KafkaError) else None
+        _serve_callbacks(client)
+        if errors.fatal is not None:
+            raise CliError(f"client error: {errors.fatal.str()}")
+        now = time.monotonic()
+        if errors.all_down_since is not None and now - errors.all_down_since >= _ALL_DOWN_GRACE_S:
+            raise CliError(f"cannot connect to {bootstrap}: {errors.transport or 'all brokers are down'}")
+        if now >= deadline:
+            why = errors.transport or (last.str() if last is not None else "no response")
+            raise CliError(f"timed out after {timeout:g} s waiting for {bootstrap} ({why})")
+
+
+def _serve_callbacks(client: _MetadataSource) -> None:
+    try:
+        client.poll(0)
+    except (RuntimeError, KafkaException):
+        pass
+
+
+def result(fut: Future[T], timeout: float = DEFAULT_TIMEOUT_S, what: str = "request") -> T:
+    """Wait for an admin future; broker/client errors become CliError with the broker's message."""
+    try:
+        return fut.result(timeout=timeout + 2.0)
+    except FutureTimeout:
+        raise CliError(f"timed out after {timeout:g} s waiting for the {what}") from None
+    except KafkaException as e:
+        raise CliError(_exception_text(e)) from None
+
+
+def kafka_error(e: BaseException) -> KafkaError | None:
+    """The KafkaError inside a KafkaException, if any."""
+    if isinstance(e, KafkaException) and e.args and isinstance(e.args[0], KafkaError):
+        return e.args[0]
+    return None
+
+
+def error_message(err: KafkaError) -> str:
+    """A KafkaError as text: the broker's own message when it sent one, else librdkafka's."""
+    text = err.str()
+    if err.code() == KafkaError._TIMED_OUT:
+        return "timed out waiting for the broker"
+    return text.removeprefix("Broker: ") if text.startswith("Broker: ") and not err.name().startswith("_") else text
+
+
+def _exception_text(e: BaseException) -> str:
+    err = kafka_error(e)
+    if err is not None:
+        return error_message(err)
+    return str(e) or type(e).__name__
+
+
+def topic_matcher(pattern: str) -> re.Pattern[str]:
+    """Kafka's IncludeList: commas mean alternation, spaces and surrounding quotes are ignored."""
+    regex = pattern.strip().replace(",", "|").replace(" ", "")
+    regex = re.sub(r"^[\"']+", "", regex)
+    regex = re.sub(r"[\"']+$", "", regex)
+    try:
+        return re.compile(regex)
+    except re.error as e:
+        raise CliError(f"invalid topic regular expression {pattern!r}: {e}", exit_code=2) from None

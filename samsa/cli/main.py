@@ -1,0 +1,57 @@
+"""`samsa` command: dispatches to one module per tool, imported lazily so `--help` stays fast.
+
+Each tool module exposes `run(argv: list[str]) -> int`. Errors a user can act on are raised as
+`samsa.cli.common.CliError` and printed as one line with a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+TOOLS: dict[str, tuple[str, str]] = {
+    "broker": ("samsa.cli.broker", "run a broker (samsa broker start CONFIG)"),
+    "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics"),
+    "console-producer": ("samsa.cli.console_producer", "write lines from stdin to a topic"),
+    "console-consumer": ("samsa.cli.console_consumer", "print records of a topic"),
+    "configs": ("samsa.cli.configs", "describe and alter topic and broker configs"),
+    "perf": ("samsa.cli.perf", "producer and consumer performance tests"),
+}
+
+
+def _usage() -> str:
+    width = max(len(n) for n in TOOLS)
+    lines = ["usage: samsa TOOL [ARGS ...]", "", "tools:"]
+    lines += [f"  {name.ljust(width)}  {desc}" for name, (_, desc) in TOOLS.items()]
+    lines += ["", "Run `samsa TOOL --help` for a tool's options."]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from samsa import __version__
+
+        print(f"samsa {__version__}")
+        return 0
+    name = args[0]
+    if name not in TOOLS:
+        print(f"samsa: unknown tool {name!r}; run `samsa --help` for the list", file=sys.stderr)
+        return 2
+    from samsa.cli.common import CliError
+
+    module = importlib.import_module(TOOLS[name][0])
+    try:
+        return int(module.run(args[1:]) or 0)
+    except CliError as e:
+        print(f"samsa {name}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

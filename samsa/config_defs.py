@@ -1,0 +1,345 @@
+"""The tables behind `samsa.config`: every broker and topic setting Samsa knows, with its type,
+Kafka's default, a validator, whether it may change at runtime and whether it is secret.
+
+Names and defaults follow Apache Kafka 3.x; the one-line docs are our own. Settings marked
+"(accepted; unused)" are parsed and validated so stock Kafka config files load, but Samsa
+does not act on them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+ConfigType = Literal["int", "short", "long", "double", "string", "boolean", "list", "password", "class"]
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+
+# Kafka's DescribeConfigs ConfigType enum.
+KAFKA_CONFIG_TYPE: dict[str, int] = {
+    "boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7, "class": 8, "password": 9,
+}
+
+
+class Validator:
+    """Checks an already-typed value; `problem` returns what is expected, or None when fine."""
+
+    def problem(self, value: Any) -> str | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Range(Validator):
+    lo: float | None = None
+    hi: float | None = None
+
+    def problem(self, value: Any) -> str | None:
+        if value is None:
+            return None
+        if self.lo is not None and self.hi is not None and not self.lo <= value <= self.hi:
+            return f"must be between {self.lo} and {self.hi}"
+        if self.lo is not None and value < self.lo:
+            return f"must be at least {self.lo}"
+        if self.hi is not None and value > self.hi:
+            return f"must be at most {self.hi}"
+        return None
+
+
+@dataclass(frozen=True)
+class OneOf(Validator):
+    choices: tuple[str, ...]
+
+    def problem(self, value: Any) -> str | None:
+        if value is None or value in self.choices:
+            return None
+        return "must be one of: " + ", ".join(self.choices)
+
+
+@dataclass(frozen=True)
+class ListOf(Validator):
+    choices: tuple[str, ...]
+
+    def problem(self, value: Any) -> str | None:
+        bad = [v for v in value or [] if v not in self.choices]
+        return "each item must be one of: " + ", ".join(self.choices) if bad else None
+
+
+@dataclass(frozen=True)
+class ThrottledReplicas(Validator):
+    """Kafka's throttled-replica list: `*` alone, or `partition:broker` pairs."""
+
+    def problem(self, value: Any) -> str | None:
+        items = list(value or [])
+        if items == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", v) for v in items):
+            return None
+        return "must be * or a list of partition:broker pairs"
+
+
+def at_least(lo: float) -> Range:
+    return Range(lo, None)
+
+
+def between(lo: float, hi: float) -> Range:
+    return Range(lo, hi)
+
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One setting. `default` is typed (int, float, bool, str, list[str]) or None for "unset"."""
+
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    validator: Validator | None = None
+    dynamic: bool = False
+    sensitive: bool = False
+    synonyms: tuple[str, ...] = ()  # topic defs: broker keys supplying the default, highest precedence first
+
+
+def _b(name: str, type: ConfigType, default: Any, doc: str, validator: Validator | None = None,
+       dynamic: bool = False) -> ConfigDef:
+    return ConfigDef(name, type, default, doc, validator, dynamic, sensitive=type == "password")
+
+
+_UNUSED = " (accepted; unused)"
+
+BROKER_DEF_LIST: list[ConfigDef] = [
+    # identity and networking
+    _b("broker.id", "int", 0, "Numeric id of this broker; unique in a cluster.", at_least(-1)),
+    _b("node.id", "int", -1, "KRaft-style node id; used as broker.id when broker.id is not set.", at_least(-1)),
+    _b("cluster.id", "string", None, "Samsa extension: fixed cluster id instead of a generated one."),
+    _b("broker.rack", "string", None, "Rack of this broker, reported in metadata."),
+    _b("listeners", "string", "PLAINTEXT://:9092",
+       "Comma-separated NAME://host:port sockets to listen on; empty host means all interfaces."),
+    _b("advertised.listeners", "string", None, "Listeners handed to clients in metadata; defaults to listeners."),
+    _b("listener.security.protocol.map", "string",
+       "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+       "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
+    _b("inter.broker.listener.name", "string", None, "Listener used between brokers." + _UNUSED),
+    _b("security.inter.broker.protocol", "string", "PLAINTEXT", "Protocol used between brokers." + _UNUSED,
+       OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
+    _b("socket.request.max.bytes", "int", 104857600, "Largest request the broker will read.", at_least(1)),
+    _b("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for client sockets; -1 keeps the OS default."),
+    _b("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF for client sockets; -1 keeps the OS default."),
+    _b("socket.listen.backlog.size", "int", 50, "Pending-connection backlog of each listening socket.", at_least(1)),
+    _b("num.network.threads", "int", 3, "Network threads." + _UNUSED, at_least(1), dynamic=True),
+    _b("num.io.threads", "int", 8, "Request handler threads." + _UNUSED, at_least(1), dynamic=True),
+    _b("background.threads", "int", 10, "Background task threads." + _UNUSED, at_least(1), dynamic=True),
+    _b("queued.max.requests", "int", 500, "Requests queued per connection before reading pauses.", at_least(1)),
+    _b("queued.max.request.bytes", "long", -1, "Bytes of queued requests before reading pauses; -1 is no limit."),
+    _b("connections.max.idle.ms", "long", 600000, "Close connections idle for longer than this."),
+    _b("max.connections", "int", INT_MAX, "Most client connections at once.", at_least(0), dynamic=True),
+    _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
+    _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", dynamic=True),
+    _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
+    _b("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions kept.", at_least(0)),
+    # security placeholders (sensitive values are never described)
+    _b("ssl.keystore.password", "password", None, "Key store password." + _UNUSED),
+    _b("ssl.key.password", "password", None, "Private key password." + _UNUSED),
+    _b("ssl.truststore.password", "password", None, "Trust store password." + _UNUSED),
+    _b("principal.builder.class", "class",
+       "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
+       "Class that maps connections to principals." + _UNUSED),
+    # ZooKeeper (accepted so Kafka files load)
+    _b("zookeeper.connect", "string", None, "ZooKeeper connection string." + _UNUSED),
+    _b("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout." + _UNUSED),
+    _b("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connect timeout." + _UNUSED),
+    # topics and logs
+    _b("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is not set."),
+    _b("log.dirs", "string", None, "Comma-separated data directories; overrides log.dir."),
+    _b("num.partitions", "int", 1, "Partitions of an auto-created topic.", at_least(1)),
+    _b("default.replication.factor", "int", 1, "Replication factor of an auto-created topic.", at_least(1)),
+    _b("min.insync.replicas", "int", 1, "Replicas that must ack an acks=all write.", at_least(1), dynamic=True),
+    _b("auto.create.topics.enable", "boolean", True, "Create unknown topics on metadata or produce requests."),
+    _b("delete.topic.enable", "boolean", True, "Allow topics to be deleted."),
+    _b("log.retention.hours", "int", 168, "Hours to keep a segment; lowest precedence of the three."),
+    _b("log.retention.minutes", "int", None, "Minutes to keep a segment; beats log.retention.hours."),
+    _b("log.retention.ms", "long", None, "Milliseconds to keep a segment; beats minutes and hours; -1 is forever.",
+       dynamic=True),
+    _b("log.retention.bytes", "long", -1, "Most bytes kept per partition; -1 is no limit.", dynamic=True),
+    _b("log.retention.check.interval.ms", "long", 300000, "How often retention is enforced.", at_least(1)),
+    _b("log.segment.bytes", "int", 1073741824, "Roll a new segment at this size.", at_least(14), dynamic=True),
+    _b("log.roll.hours", "int", 168, "Roll a new segment after this many hours.", at_least(1)),
+    _b("log.roll.ms", "long", None, "Roll a new segment after this many ms; beats log.roll.hours.", at_least(1),
+       dynamic=True),
+    _b("log.roll.jitter.hours", "int", 0, "Random jitter subtracted from the roll time, in hours.", at_least(0)),
+    _b("log.roll.jitter.ms", "long", None, "Roll jitter in ms; beats log.roll.jitter.hours.", at_least(0),
+       dynamic=True),
+    _b("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries.", at_least(0), dynamic=True),
+    _b("log.index.size.max.bytes", "int", 10485760, "Largest offset index file; a full index rolls the segment.",
+       at_least(4), dynamic=True),
+    _b("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many appended messages.", at_least(1),
+       dynamic=True),
+    _b("log.flush.interval.ms", "long", None,
+       "fsync when data is older than this; unset uses log.flush.scheduler.interval.ms.", at_least(0), dynamic=True),
+    _b("log.flush.scheduler.interval.ms", "long", LONG_MAX,
+       "How often the flusher checks logs; also the flush.ms fallback."),
+    _b("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed.",
+       at_least(0)),
+    _b("log.flush.start.offset.checkpoint.interval.ms", "int", 60000, "How often log start offsets are checkpointed.",
+       at_least(0)),
+    _b("log.segment.delete.delay.ms", "long", 60000, "Wait before deleting a segment file from disk.", at_least(0),
+       dynamic=True),
+    _b("log.cleanup.policy", "list", ["delete"], "Default cleanup policy: delete, compact or both.",
+       ListOf(CLEANUP_POLICIES), dynamic=True),
+    _b("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics."),
+    _b("log.cleaner.threads", "int", 1, "Log cleaner threads.", at_least(0), dynamic=True),
+    _b("log.cleaner.delete.retention.ms", "long", 86400000, "How long compaction keeps tombstones.", at_least(0),
+       dynamic=True),
+    _b("log.cleaner.min.compaction.lag.ms", "long", 0, "Youngest message age eligible for compaction.", at_least(0),
+       dynamic=True),
+    _b("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Oldest uncompacted message age allowed.", at_least(1),
+       dynamic=True),
+    _b("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty fraction of a log that triggers compaction.",
+       between(0, 1), dynamic=True),
+    _b("log.preallocate", "boolean", False, "Preallocate segment files.", dynamic=True),
+    _b("num.recovery.threads.per.data.dir", "int", 1, "Threads per data dir for recovery at startup.", at_least(1),
+       dynamic=True),
+    _b("message.max.bytes", "int", 1048588, "Largest record batch accepted.", at_least(0), dynamic=True),
+    _b("log.message.timestamp.type", "string", "CreateTime",
+       "Timestamp stored on records: CreateTime or LogAppendTime.", OneOf(TIMESTAMP_TYPES), dynamic=True),
+    _b("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "Deprecated: largest allowed CreateTime skew.",
+       at_least(0), dynamic=True),
+    _b("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime may be.",
+       at_least(0), dynamic=True),
+    _b("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime may be.",
+       at_least(0), dynamic=True),
+    _b("log.message.downconversion.enable", "boolean", True, "Down-convert batches for old fetchers.", dynamic=True),
+    _b("log.message.format.version", "string", "3.0-IV1", "Deprecated record format version." + _UNUSED),
+    _b("compression.type", "string", "producer", "Compression of stored batches; producer keeps the producer's codec.",
+       OneOf(COMPRESSION_TYPES), dynamic=True),
+    # groups and offsets
+    _b("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets.", at_least(1)),
+    _b("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets.", at_least(1)),
+    _b("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets.", at_least(1)),
+    _b("offsets.topic.compression.codec", "int", 0, "Codec id for offset commits." + _UNUSED),
+    _b("offsets.load.buffer.size", "int", 5242880, "Read buffer when loading offsets." + _UNUSED, at_least(1)),
+    _b("offsets.retention.minutes", "int", 10080, "Keep committed offsets of empty groups this long.", at_least(1)),
+    _b("offsets.retention.check.interval.ms", "long", 600000, "How often stale offsets are expired.", at_least(1)),
+    _b("offsets.commit.timeout.ms", "int", 5000, "Offset commit timeout.", at_least(1)),
+    _b("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of a group."),
+    _b("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
+    _b("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    _b("group.max.size", "int", INT_MAX, "Most members in one group.", at_least(1)),
+    # replication and leadership
+    _b("replica.lag.time.max.ms", "long", 30000, "Follower lag before it leaves the ISR."),
+    _b("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition in replica fetches." + _UNUSED, at_least(0)),
+    _b("num.replica.fetchers", "int", 1, "Replica fetcher threads." + _UNUSED, dynamic=True),
+    _b("unclean.leader.election.enable", "boolean", False, "Allow out-of-sync replicas to become leader.",
+       dynamic=True),
+    _b("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas."),
+    _b("leader.imbalance.check.interval.seconds", "long", 300, "How often leader balance is checked.", at_least(1)),
+    _b("leader.imbalance.per.broker.percentage", "int", 10, "Leader imbalance that triggers a rebalance."),
+    _b("controlled.shutdown.enable", "boolean", True, "Hand off leadership before shutting down."),
+    _b("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts." + _UNUSED),
+    _b("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between controlled shutdown attempts." + _UNUSED),
+    # transactions and idempotence
+    _b("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
+    _b("transaction.state.log.replication.factor", "short", 3, "Replication factor of __transaction_state.",
+       at_least(1)),
+    _b("transaction.state.log.min.isr", "int", 2, "min.insync.replicas of __transaction_state.", at_least(1)),
+    _b("transaction.state.log.segment.bytes", "int", 104857600, "Segment size of __transaction_state.", at_least(1)),
+    _b("transaction.state.log.load.buffer.size", "int", 5242880, "Read buffer when loading transactions." + _UNUSED,
+       at_least(1)),
+    _b("transaction.max.timeout.ms", "int", 900000, "Largest transaction timeout a producer may ask for.", at_least(1)),
+    _b("transactional.id.expiration.ms", "int", 604800000, "Forget idle transactional ids after this long.",
+       at_least(1)),
+    _b("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+       "How often timed-out transactions are aborted.", at_least(1)),
+    _b("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+       "How often expired transactional ids are removed.", at_least(1)),
+    _b("producer.id.expiration.ms", "int", 86400000, "Forget idle producer ids after this long.", at_least(1),
+       dynamic=True),
+]
+
+
+def _t(name: str, type: ConfigType, doc: str, synonyms: tuple[str, ...] = (), validator: Validator | None = None,
+       default: Any = None) -> ConfigDef:
+    return ConfigDef(name, type, default, doc, validator, dynamic=True, synonyms=synonyms)
+
+
+TOPIC_DEF_LIST: list[ConfigDef] = [
+    _t("cleanup.policy", "list", "delete, compact, or both.", ("log.cleanup.policy",), ListOf(CLEANUP_POLICIES)),
+    _t("compression.type", "string", "Compression of stored batches.", ("compression.type",), OneOf(COMPRESSION_TYPES)),
+    _t("delete.retention.ms", "long", "How long compaction keeps tombstones.", ("log.cleaner.delete.retention.ms",),
+       at_least(0)),
+    _t("file.delete.delay.ms", "long", "Wait before deleting a segment file.", ("log.segment.delete.delay.ms",),
+       at_least(0)),
+    _t("flush.messages", "long", "fsync after this many messages.", ("log.flush.interval.messages",), at_least(1)),
+    _t("flush.ms", "long", "fsync when data is older than this.",
+       ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"), at_least(0)),
+    _t("follower.replication.throttled.replicas", "list", "Throttled follower replicas." + _UNUSED,
+       validator=ThrottledReplicas(), default=[]),
+    _t("index.interval.bytes", "int", "Bytes between offset index entries.", ("log.index.interval.bytes",),
+       at_least(0)),
+    _t("leader.replication.throttled.replicas", "list", "Throttled leader replicas." + _UNUSED,
+       validator=ThrottledReplicas(), default=[]),
+    _t("max.compaction.lag.ms", "long", "Oldest uncompacted message age allowed.",
+       ("log.cleaner.max.compaction.lag.ms",), at_least(1)),
+    _t("max.message.bytes", "int", "Largest record batch accepted.", ("message.max.bytes",), at_least(0)),
+    _t("message.downconversion.enable", "boolean", "Down-convert for old fetchers.",
+       ("log.message.downconversion.enable",)),
+    _t("message.format.version", "string", "Deprecated record format version." + _UNUSED,
+       ("log.message.format.version",)),
+    _t("message.timestamp.after.max.ms", "long", "How far in the future a CreateTime may be.",
+       ("log.message.timestamp.after.max.ms",), at_least(0)),
+    _t("message.timestamp.before.max.ms", "long", "How far in the past a CreateTime may be.",
+       ("log.message.timestamp.before.max.ms",), at_least(0)),
+    _t("message.timestamp.difference.max.ms", "long", "Deprecated: largest CreateTime skew.",
+       ("log.message.timestamp.difference.max.ms",), at_least(0)),
+    _t("message.timestamp.type", "string", "CreateTime or LogAppendTime.", ("log.message.timestamp.type",),
+       OneOf(TIMESTAMP_TYPES)),
+    _t("min.cleanable.dirty.ratio", "double", "Dirty fraction that triggers compaction.",
+       ("log.cleaner.min.cleanable.ratio",), between(0, 1)),
+    _t("min.compaction.lag.ms", "long", "Youngest message age eligible for compaction.",
+       ("log.cleaner.min.compaction.lag.ms",), at_least(0)),
+    _t("min.insync.replicas", "int", "Replicas that must ack an acks=all write.", ("min.insync.replicas",),
+       at_least(1)),
+    _t("preallocate", "boolean", "Preallocate segment files.", ("log.preallocate",)),
+    _t("retention.bytes", "long", "Most bytes kept per partition; -1 is no limit.", ("log.retention.bytes",)),
+    _t("retention.ms", "long", "How long segments are kept; -1 is forever.",
+       ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), at_least(-1)),
+    _t("segment.bytes", "int", "Roll a new segment at this size.", ("log.segment.bytes",), at_least(14)),
+    _t("segment.index.bytes", "int", "Largest offset index file.", ("log.index.size.max.bytes",), at_least(4)),
+    _t("segment.jitter.ms", "long", "Random jitter subtracted from segment.ms.",
+       ("log.roll.jitter.ms", "log.roll.jitter.hours"), at_least(0)),
+    _t("segment.ms", "long", "Roll a new segment after this long.", ("log.roll.ms", "log.roll.hours"), at_least(1)),
+    _t("unclean.leader.election.enable", "boolean", "Allow out-of-sync replicas to become leader.",
+       ("unclean.leader.election.enable",)),
+]
+
+BROKER_DEFS: dict[str, ConfigDef] = {d.name: d for d in BROKER_DEF_LIST}
+TOPIC_DEFS: dict[str, ConfigDef] = {d.name: d for d in TOPIC_DEF_LIST}
+
+# Broker keys that stand for one another, highest precedence first (Kafka's brokerConfigSynonyms).
+_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    ("log.roll.ms", "log.roll.hours"),
+    ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+)
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    """Broker keys that are synonyms of `name` (including it), highest precedence first."""
+    if name == "log.flush.interval.ms":
+        return ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+    for group in _SYNONYM_GROUPS:
+        if name in group:
+            return group
+    return (name,)
+
+
+def precedence_group(name: str) -> tuple[str, ...]:
+    """Keys that a dynamic value of `name` hides in lower layers (so precedence stays Kafka's)."""
+    for group in _SYNONYM_GROUPS:
+        if name in group:
+            return group
+    return (name,)

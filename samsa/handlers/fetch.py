@@ -1,0 +1,96 @@
+"""Fetch (1): file slices of the log, long-polled until `min_bytes` arrive or `max_wait` passes.
+
+A partition's data is a byte range of one segment, sent with sendfile. Limits are Kafka's:
+`partition_max_bytes` per partition and `max_bytes` for the response, except that the first
+partition with data returns at least its first whole batch so a consumer can always make
+progress (KIP-74). Consumers read up to the high watermark only. Fetch sessions (KIP-227) are
+not kept: every response has session id 0, which clients treat as a full (sessionless) fetch.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+from samsa.server.replica_manager import wait_for_any
+from samsa.storage.errors import OffsetOutOfRange
+
+API_KEY = 1
+MIN_VERSION = 4
+MAX_VERSION = 12
+
+
+def handle(ctx: Any, req: Any) -> Any:
+    responses, nbytes, waitable, errors = _read(ctx.broker, req)
+    if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
+        return _response(responses)
+    return _long_poll(ctx.broker, req, waitable)
+
+
+async def _long_poll(broker: Any, req: Any, waitable: list[Any]) -> dict[str, Any]:
+    deadline = time.monotonic() + req.max_wait / 1000
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        if not await wait_for_any(broker.loop, waitable, remaining):
+            break
+        responses, nbytes, waitable, errors = _read(broker, req)
+        if nbytes >= req.min_bytes or errors or not waitable:
+            return _response(responses)
+    return _response(_read(broker, req)[0])
+
+
+def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+def _read(broker: Any, req: Any) -> tuple[list[dict[str, Any]], int, list[Any], bool]:
+    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    total = 0
+    errors = False
+    waitable = []
+    responses = []
+    for t in req.topics:
+        parts = []
+        for fp in t.partitions:
+            partition = broker.replicas.get(t.topic, fp.partition)
+            if partition is None:
+                errors = True
+                parts.append(_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            hw = partition.high_watermark
+            log = partition.log
+            entry = _part(fp.partition, ErrorCode.NONE, hw, log.log_start_offset)
+            limit = min(fp.partition_max_bytes, budget - total)
+            if limit <= 0 and total > 0:
+                parts.append(entry)
+                continue
+            try:
+                sl = log.read(fp.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=(total == 0))
+            except OffsetOutOfRange:
+                errors = True
+                parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset))
+                continue
+            if sl is not None and sl.size > 0:
+                entry["records"] = sl
+                total += sl.size
+            else:
+                waitable.append(partition)
+            parts.append(entry)
+        responses.append({"topic": t.topic, "partitions": parts})
+    return responses, total, waitable, errors
+
+
+def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict[str, Any]:
+    return {
+        "partition_index": index,
+        "error_code": int(code),
+        "high_watermark": hw,
+        "last_stable_offset": hw,
+        "log_start_offset": log_start,
+        "aborted_transactions": None,
+        "preferred_read_replica": -1,
+        "records": b"",
+    }

@@ -1,0 +1,63 @@
+"""IncrementalAlterConfigs (44): SET / DELETE / APPEND / SUBTRACT single keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.configs import APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC
+from samsa.protocol.errors import ErrorCode, KafkaError
+
+API_KEY = 44
+MIN_VERSION = 0
+MAX_VERSION = 1
+
+
+def _apply(current: dict[str, str], ops: list[Any]) -> dict[str, str | None]:
+    out: dict[str, str | None] = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            if op.value is None:
+                raise KafkaError(ErrorCode.INVALID_CONFIG, f"SET of {op.name} needs a value")
+            out[op.name] = op.value
+        elif op.config_operation == DELETE:
+            out[op.name] = None
+        elif op.config_operation in (APPEND, SUBTRACT):
+            items = [x for x in (out.get(op.name) or "").split(",") if x]
+            values = [x for x in (op.value or "").split(",") if x]
+            if op.config_operation == APPEND:
+                items += [v for v in values if v not in items]
+            else:
+                items = [x for x in items if x not in values]
+            out[op.name] = ",".join(items)
+        else:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"unknown config operation {op.config_operation}")
+    return out
+
+
+def handle(ctx: Any, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    responses = []
+    for r in req.resources:
+        try:
+            names = [c.name for c in r.configs]
+            if len(set(names)) != len(names):
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "a config key appears twice in one resource")
+            if r.resource_type == TOPIC:
+                topic = broker.topics.get(r.resource_name)
+                if topic is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{r.resource_name}' does not exist")
+                new = _apply(topic.configs, r.configs)
+                broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in new.items() if v is not None},
+                                               req.validate_only)
+            elif r.resource_type == BROKER:
+                current = (broker.config.dynamic_broker_configs() if r.resource_name
+                           else broker.config.dynamic_default_configs())
+                broker.admin.set_broker_configs(r.resource_name, _apply(current, r.configs), req.validate_only)
+            else:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
+        except KafkaError as e:
+            responses.append({"error_code": int(e.code), "error_message": e.message,
+                              "resource_type": r.resource_type, "resource_name": r.resource_name})
+            continue
+        responses.append({"error_code": 0, "resource_type": r.resource_type, "resource_name": r.resource_name})
+    return {"throttle_time": 0, "responses": responses}

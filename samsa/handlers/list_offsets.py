@@ -1,0 +1,54 @@
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset at or
+after a timestamp. "Latest" is the high watermark: the end a consumer can actually read to.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+
+API_KEY = 2
+MIN_VERSION = 1
+MAX_VERSION = 9
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+def handle(ctx: Any, req: Any) -> dict[str, Any]:
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            parts.append(_one(broker, t.name, p.partition_index, p.timestamp))
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time": 0, "topics": topics}
+
+
+def _one(broker: Any, topic: str, index: int, ts: int) -> dict[str, Any]:
+    partition = broker.replicas.get(topic, index)
+    if partition is None:
+        return {"partition_index": index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    log = partition.log
+    epoch = partition.leader_epoch
+    if ts == LATEST or ts == LATEST_TIERED:
+        offset, found_ts = partition.high_watermark, -1
+    elif ts in (EARLIEST, EARLIEST_LOCAL):
+        offset, found_ts = log.log_start_offset, -1
+    elif ts == MAX_TIMESTAMP:
+        found = log.max_timestamp_and_offset() if hasattr(log, "max_timestamp_and_offset") else None
+        offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+    elif ts < 0:
+        return {"partition_index": index, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    else:
+        found = log.offset_for_timestamp(ts)
+        offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+    return {"partition_index": index, "error_code": 0, "timestamp": found_ts, "offset": offset,
+            "leader_epoch": epoch if offset >= 0 else -1}

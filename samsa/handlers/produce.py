@@ -1,0 +1,76 @@
+"""Produce (0): validate each partition's RecordBatch header and CRC, then append it whole.
+
+Kafka 4.0 accepts Produce v3+ only, where a partition's data is exactly one RecordBatch v2.
+Nothing is appended for a partition whose data fails any check; the others still go in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.protocol.records import InvalidRecords, scan_batches
+from samsa.server.network import NO_RESPONSE
+from samsa.server.topics import validate_topic_name
+
+API_KEY = 0
+MIN_VERSION = 3
+MAX_VERSION = 12
+
+
+def handle(ctx: Any, req: Any) -> Any:
+    broker = ctx.broker
+    acks = req.acks
+    responses = []
+    for t in req.topic_data:
+        parts = []
+        for pd in t.partition_data:
+            if acks not in (0, 1, -1):
+                parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+            else:
+                parts.append(append_partition(broker, t.name, pd.index, pd.records))
+        responses.append({"name": t.name, "partition_responses": parts})
+    if acks == 0:
+        return NO_RESPONSE
+    return {"responses": responses, "throttle_time": 0}
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
+    return {"index": index, "error_code": int(code), "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "error_message": message}
+
+
+def append_partition(broker: Any, topic: str, index: int, records: Any) -> dict[str, Any]:
+    try:
+        validate_topic_name(topic)
+    except KafkaError as e:
+        return _error(index, e.code, e.message)
+    partition = broker.replicas.get(topic, index)
+    if partition is None:
+        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if records is None or len(records) == 0:
+        return _error(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
+    max_bytes = partition.log.config.max_message_bytes
+    if len(records) > max_bytes + 12:
+        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
+                      f"batch of {len(records)} bytes exceeds max.message.bytes={max_bytes}")
+    try:
+        headers = scan_batches(records, verify_crc=True, producer_batch=True)
+    except InvalidRecords as e:
+        return _error(index, ErrorCode(e.error_code), str(e))
+    if len(headers) != 1:
+        return _error(index, ErrorCode.INVALID_RECORD,
+                      f"Produce v3+ carries exactly one record batch per partition, got {len(headers)}")
+    h = headers[0][1]
+    if h.is_control:
+        return _error(index, ErrorCode.INVALID_RECORD, "clients may not write control batches")
+    if h.size > max_bytes:
+        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
+                      f"batch of {h.size} bytes exceeds max.message.bytes={max_bytes}")
+    log_append_time = partition.log.config.message_timestamp_type == "LogAppendTime"
+    buf = records if isinstance(records, (bytearray, memoryview)) else bytearray(records)
+    out = partition.append(buf, headers, log_append_time)
+    if out.error != ErrorCode.NONE:
+        return _error(index, out.error, out.message)
+    return {"index": index, "error_code": 0, "base_offset": out.base_offset,
+            "log_append_time": out.log_append_time, "log_start_offset": out.log_start_offset}

@@ -1,0 +1,111 @@
+"""Kafka's metadata layout: every path and JSON shape in one place (as Kafka's ZkData.scala).
+
+    /cluster/id                                   {"version":"1","id":"<cluster id>"}
+    /brokers/ids/<id>                             (ephemeral) registration with endpoints
+    /brokers/topics/<topic>                       {"version":3,"topic_id":"<base64>","partitions":{"0":[0,1]}, ...}
+    /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":0,"leader_epoch":0,"isr":[0],"controller_epoch":1}
+    /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
+    /config/brokers/<id> and /config/brokers/<default>
+    /admin/delete_topics/<topic>
+    /controller, /controller_epoch
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+TOPIC_CONFIGS = "/config/topics"
+BROKER_CONFIGS = "/config/brokers"
+DELETE_TOPICS = "/admin/delete_topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+DEFAULT_BROKER = "<default>"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def broker_config_path(broker: str) -> str:
+    return f"{BROKER_CONFIGS}/{broker}"
+
+
+def dumps(doc: Any) -> bytes:
+    return json.dumps(doc, separators=(",", ":"), sort_keys=True).encode()
+
+
+def loads(data: bytes) -> Any:
+    return json.loads(data) if data else {}
+
+
+def encode_topic_id(topic_id: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+
+
+def decode_topic_id(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass
+class TopicAssignment:
+    topic_id: uuid.UUID
+    partitions: dict[int, list[int]]
+
+    def encode(self) -> bytes:
+        return dumps(
+            {
+                "version": 3,
+                "topic_id": encode_topic_id(self.topic_id),
+                "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
+                "adding_replicas": {},
+                "removing_replicas": {},
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> "TopicAssignment":
+        doc = loads(data)
+        return cls(decode_topic_id(doc["topic_id"]), {int(p): list(r) for p, r in doc["partitions"].items()})
+
+
+@dataclass
+class PartitionState:
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int = 1
+    version: int = field(default=0, compare=False)  # the store's node version, for CAS
+
+    def encode(self) -> bytes:
+        return dumps(
+            {"version": 1, "leader": self.leader, "leader_epoch": self.leader_epoch, "isr": self.isr,
+             "controller_epoch": self.controller_epoch}
+        )
+
+    @classmethod
+    def decode(cls, data: bytes, version: int = 0) -> "PartitionState":
+        doc = loads(data)
+        return cls(int(doc["leader"]), int(doc["leader_epoch"]), list(doc["isr"]), int(doc.get("controller_epoch", 1)), version)
+
+
+def encode_config(config: dict[str, str]) -> bytes:
+    return dumps({"version": 1, "config": config})
+
+
+def decode_config(data: bytes) -> dict[str, str]:
+    return dict(loads(data).get("config", {}))

@@ -1,0 +1,114 @@
+"""Request and response framing: headers, bodies, and the size-prefixed frame.
+
+A Kafka frame is `int32 size` then `size` bytes. A request starts with its header:
+
+    v1: api_key int16, api_version int16, correlation_id int32, client_id nullable string(int16)
+    v2: v1 + tagged fields            (used when the request version is flexible)
+
+A response starts with `correlation_id int32`, plus tagged fields (header v1) when the response
+version is flexible -- except ApiVersions, whose response header is always v0 so that a client
+can read it before it knows what the broker speaks.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+from kio.index import load_request_schema, load_response_schema
+
+from .schema import Msg, Out, StructCodec, read_tagged_fields
+from .wire import I32, DecodeError, Reader
+
+API_VERSIONS_KEY = 18
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+@functools.cache
+def request_codec(api_key: int, version: int) -> StructCodec:
+    cls = load_request_schema(api_key, version)
+    return StructCodec(cls, bool(cls.__flexible__))
+
+
+@functools.cache
+def response_codec(api_key: int, version: int) -> StructCodec:
+    cls = load_response_schema(api_key, version)
+    return StructCodec(cls, bool(cls.__flexible__))
+
+
+def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int | None:
+    """The correlation id of a request frame body, if it has one, for error responses."""
+    if len(frame) < 8:
+        return None
+    return int(I32.unpack_from(frame, 4)[0])
+
+
+def decode_request_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
+    """Parse the header of a frame body (without the size prefix); returns it and the body start."""
+    r = Reader(frame)
+    api_key = r.int16()
+    api_version = r.int16()
+    correlation_id = r.int32()
+    client_id = r.string(compact=False)  # client_id stays a classic string even in header v2
+    if flexible:
+        read_tagged_fields(r, None, None)
+    return RequestHeader(api_key, api_version, correlation_id, client_id), r.pos
+
+
+def decode_request_body(api_key: int, version: int, frame: bytes | bytearray | memoryview, start: int) -> Msg:
+    """Decode a request body; raises DecodeError on malformed bytes or trailing garbage."""
+    codec = request_codec(api_key, version)
+    r = Reader(frame, start)
+    msg = codec.decode(r)
+    if r.remaining:
+        raise DecodeError(f"{r.remaining} unexpected bytes after the request body")
+    return msg
+
+
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> Out:
+    """Encode a response frame, size prefix included (the size counts spliced file slices)."""
+    codec = response_codec(api_key, version)
+    out = Out()
+    out.extend(b"\0\0\0\0")
+    out.extend(I32.pack(correlation_id))
+    if codec.flexible and api_key != API_VERSIONS_KEY:
+        out.append(0)  # no header tagged fields
+    codec.encode(out, body)
+    I32.pack_into(out, 0, out.total_size - 4)
+    return out
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> Out:
+    """Encode a request frame (used by tests, tools and, later, inter-broker clients)."""
+    codec = request_codec(api_key, version)
+    out = Out()
+    out.extend(b"\0\0\0\0")
+    out.extend(I32.pack((api_key << 16) | (version & 0xFFFF)) if api_key < 0x8000 else b"")
+    out.extend(I32.pack(correlation_id))
+    if client_id is None:
+        out.extend(b"\xff\xff")
+    else:
+        cid = client_id.encode()
+        out.extend(len(cid).to_bytes(2, "big"))
+        out.extend(cid)
+    if codec.flexible:
+        out.append(0)
+    codec.encode(out, body)
+    I32.pack_into(out, 0, out.total_size - 4)
+    return out
+
+
+def decode_response(api_key: int, version: int, frame: bytes | bytearray | memoryview) -> tuple[int, Msg]:
+    """Decode a response frame body (without size prefix): (correlation_id, body)."""
+    codec = response_codec(api_key, version)
+    r = Reader(frame)
+    correlation_id = r.int32()
+    if codec.flexible and api_key != API_VERSIONS_KEY:
+        read_tagged_fields(r, None, None)
+    return correlation_id, codec.decode(r)

@@ -1,0 +1,347 @@
+"""Listeners and connections: frames in, responses out, on raw non-blocking sockets.
+
+How it works: each connection registers a reader callback with the event loop and pulls bytes
+with `recv`/`recv_into`. A frame is `int32 size` + body; small frames are cut from a scratch
+buffer, large ones (a 1 MB produce) are received straight into a bytearray of their own size,
+which the produce path then rewrites in place (offsets) and appends to the log with no copy.
+
+Requests on one connection are processed as they arrive (a pipeline), but answered strictly in
+order: each request takes a slot in `pending`; a slot is filled now (most requests) or later
+(a long-poll fetch, an acks=all produce); the head of `pending` is written as soon as it is
+filled. Responses are queues of byte chunks and file slices; file slices go out with
+`os.sendfile` (zero copy) and a header chunk before one is sent with MSG_MORE.
+
+A frame that is malformed or larger than `socket.request.max.bytes` closes that connection with
+one log line; the broker and every other connection carry on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from samsa.protocol.schema import Out
+
+log = logging.getLogger("samsa.network")
+
+_SIZE = struct.Struct(">i")
+SCRATCH = 256 * 1024
+MAX_PENDING = 512  # requests in flight on one connection before we stop reading
+MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
+
+
+class FrameError(Exception):
+    pass
+
+
+Response = Out | None
+Handler = Callable[["Connection", bytearray], "Response | Awaitable[Response] | _NoResponse"]
+
+
+class _NoResponse:
+    """Returned by a handler when the request gets no response at all (acks=0 produce)."""
+
+
+NO_RESPONSE = _NoResponse()
+
+
+class _Slot:
+    __slots__ = ("done", "out")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.out: Out | None = None
+
+
+class Connection:
+    def __init__(self, server: "Listener", sock: socket.socket, peer: Any) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.rbuf = bytearray()
+        self.frame: bytearray | None = None
+        self.frame_view: memoryview | None = None
+        self.frame_pos = 0
+        self.pending: deque[_Slot] = deque()
+        self.wqueue: deque[Any] = deque()  # memoryview chunks or (fd, offset, count) lists
+        self.queued_out = 0
+        self.writing = False
+        self.reading = False
+        self.closed = False
+        self.client_id: str | None = None
+        self.state: dict[str, Any] = {}  # per-connection state for handlers (e.g. SASL later)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._resume_reading()
+
+    def _resume_reading(self) -> None:
+        if not self.reading and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self.reading = True
+
+    def _pause_reading(self) -> None:
+        if self.reading:
+            self.loop.remove_reader(self.fd)
+            self.reading = False
+
+    def _on_readable(self) -> None:
+        try:
+            if self.frame is not None:
+                assert self.frame_view is not None
+                n = self.sock.recv_into(self.frame_view[self.frame_pos :])
+                if n == 0:
+                    self.close()
+                    return
+                self.frame_pos += n
+                if self.frame_pos == len(self.frame):
+                    frame = self.frame
+                    self.frame = self.frame_view = None
+                    self._dispatch(frame)
+                return
+            data = self.sock.recv(SCRATCH)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.debug("connection %s read error: %s", self.peer_str, e)
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        rbuf = self.rbuf
+        rbuf += data
+        try:
+            self._cut_frames()
+        except FrameError as e:
+            log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+
+    def _cut_frames(self) -> None:
+        rbuf = self.rbuf
+        max_size = self.server.max_request_size
+        while len(rbuf) >= 4 and not self.closed:
+            (size,) = _SIZE.unpack_from(rbuf, 0)
+            if size < 8:
+                raise FrameError(f"malformed frame: size {size} is too small for a request header")
+            if size > max_size:
+                raise FrameError(
+                    f"request of {size} bytes exceeds socket.request.max.bytes={max_size}"
+                )
+            if len(rbuf) - 4 >= size:
+                frame = rbuf[4 : 4 + size]
+                del rbuf[: 4 + size]
+                self._dispatch(frame)
+                continue
+            if size > SCRATCH:
+                # Receive the rest of this big frame straight into a buffer of its own.
+                self.frame = bytearray(size)
+                self.frame_view = memoryview(self.frame)
+                have = len(rbuf) - 4
+                self.frame_view[:have] = rbuf[4:]
+                self.frame_pos = have
+                rbuf.clear()
+            return
+
+    def _dispatch(self, frame: bytearray) -> None:
+        try:
+            result = self.server.handler(self, frame)
+        except FrameError as e:
+            log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+            return
+        if result is NO_RESPONSE:
+            return
+        slot = _Slot()
+        self.pending.append(slot)
+        if isinstance(result, Out) or result is None:
+            slot.done = True
+            slot.out = result
+            if len(self.pending) == 1:
+                self._flush_pending()
+        else:
+            task = asyncio.ensure_future(result)  # type: ignore[arg-type]
+            task.add_done_callback(lambda t, s=slot: self._slot_done(s, t))
+        if len(self.pending) > MAX_PENDING:
+            self._pause_reading()
+
+    def _slot_done(self, slot: _Slot, task: "asyncio.Future[Any]") -> None:
+        if self.closed:
+            return
+        if task.cancelled():
+            self.close()
+            return
+        exc = task.exception()
+        if exc is not None:
+            if isinstance(exc, FrameError):
+                log.warning("closing connection from %s: %s", self.peer_str, exc)
+            else:
+                log.error("internal error on a request from %s", self.peer_str, exc_info=exc)
+            self.close()
+            return
+        slot.done = True
+        slot.out = task.result()
+        self._flush_pending()
+
+    def _flush_pending(self) -> None:
+        pending = self.pending
+        while pending and pending[0].done:
+            out = pending.popleft().out
+            if out is not None:
+                self._enqueue(out)
+        if self.queued_out > MAX_QUEUED_OUT or len(pending) > MAX_PENDING:
+            self._pause_reading()
+        elif not self.reading:
+            self._resume_reading()
+        if self.wqueue and not self.writing:
+            self._on_writable()
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def _enqueue(self, out: Out) -> None:
+        view = memoryview(out)
+        start = 0
+        for pos, sl in out.slices:
+            if pos > start:
+                self.wqueue.append(view[start:pos])
+            if sl.size:
+                self.wqueue.append([sl.fd, sl.position, sl.size])
+            start = pos
+        if start < len(out):
+            self.wqueue.append(view[start:])
+        self.queued_out += out.total_size
+
+    def _on_writable(self) -> None:
+        q = self.wqueue
+        sock = self.sock
+        try:
+            while q:
+                item = q[0]
+                if isinstance(item, memoryview):
+                    flags = socket.MSG_MORE if len(q) > 1 else 0
+                    n = sock.send(item, flags)
+                    self.queued_out -= n
+                    if n < len(item):
+                        q[0] = item[n:]
+                        break
+                    q.popleft()
+                else:
+                    fd, offset, count = item
+                    n = os.sendfile(self.fd, fd, offset, count)
+                    if n == 0:
+                        raise FrameError("log segment shrank under a fetch")
+                    self.queued_out -= n
+                    if n < count:
+                        item[1] += n
+                        item[2] -= n
+                        break
+                    q.popleft()
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPIPE, errno.ECONNRESET):
+                log.debug("connection %s write error: %s", self.peer_str, e)
+            self.close()
+            return
+        except FrameError as e:
+            log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+            return
+        if q and not self.writing:
+            self.loop.add_writer(self.fd, self._on_writable)
+            self.writing = True
+        elif not q and self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        if not q and not self.reading and len(self.pending) <= MAX_PENDING:
+            self._resume_reading()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._pause_reading()
+        if self.writing:
+            self.loop.remove_writer(self.fd)
+            self.writing = False
+        self.wqueue.clear()
+        self.pending.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.server.connections.discard(self)
+
+
+class Listener:
+    """One listening socket (a Kafka listener such as PLAINTEXT://127.0.0.1:9092)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        name: str,
+        host: str,
+        port: int,
+        handler: Callable[[Connection, bytearray], Any],
+        max_request_size: int,
+    ) -> None:
+        self.loop = loop
+        self.name = name
+        self.host = host
+        self.port = port
+        self.handler = handler
+        self.max_request_size = max_request_size
+        self.connections: set[Connection] = set()
+        self.sock: socket.socket | None = None
+
+    def start(self) -> None:
+        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _, _, _, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(1024)
+        sock.setblocking(False)
+        self.sock = sock
+        self.port = sock.getsockname()[1]
+        self.loop.add_reader(sock.fileno(), self._on_accept)
+
+    def _on_accept(self) -> None:
+        assert self.sock is not None
+        for _ in range(64):
+            try:
+                csock, peer = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:
+                log.warning("accept failed on %s: %s", self.name, e)
+                return
+            csock.setblocking(False)
+            try:
+                csock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+            conn = Connection(self, csock, peer)
+            self.connections.add(conn)
+            conn.start()
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+            self.sock = None
+        for conn in list(self.connections):
+            conn.close()

@@ -1,0 +1,142 @@
+"""LogConfig: the per-topic log settings, under Kafka's topic-level config names.
+
+`LogConfig.from_topic_configs({"segment.bytes": "1048576", ...})` reads Kafka topic configs
+(as CreateTopics/AlterConfigs carry them); `from_broker_configs` reads the `log.*` defaults
+of server.properties (`log.retention.hours`, `log.segment.bytes`, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LONG_MAX = 2**63 - 1
+
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    file_delete_delay_ms: int = 60000
+    cleanup_policy: str = "delete"
+
+    def __post_init__(self) -> None:
+        if self.segment_bytes < 14 or self.segment_bytes > 2**31 - 1:
+            raise ValueError(f"segment.bytes out of range: {self.segment_bytes}")
+        if self.segment_index_bytes < 12:
+            raise ValueError(f"segment.index.bytes out of range: {self.segment_index_bytes}")
+        if self.segment_ms < 1 or self.index_interval_bytes < 0 or self.max_message_bytes < 0:
+            raise ValueError("segment.ms, index.interval.bytes and max.message.bytes must be positive")
+        if self.flush_messages < 1 or self.flush_ms < 0 or self.file_delete_delay_ms < 0:
+            raise ValueError("flush.messages, flush.ms and file.delete.delay.ms must be positive")
+        if self.retention_ms < -1 or self.retention_bytes < -1:
+            raise ValueError("retention.ms and retention.bytes must be >= -1")
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise ValueError(f"message.timestamp.type must be one of {TIMESTAMP_TYPES}")
+        policies = set(self.cleanup_policy.replace(" ", "").split(","))
+        if not policies or not policies <= {"delete", "compact"}:
+            raise ValueError(f"cleanup.policy must be delete and/or compact: {self.cleanup_policy!r}")
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def replace(self, **changes: Any) -> LogConfig:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_topic_configs(cls, configs: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
+        """`base` (default: Kafka's defaults) overridden by the Kafka topic configs given.
+
+        Keys this class does not know are ignored (other layers own them); bad values raise
+        ValueError naming the key.
+        """
+        changes: dict[str, Any] = {}
+        for key, value in configs.items():
+            field = TOPIC_CONFIG_FIELDS.get(key)
+            if field is not None and value is not None:
+                changes[field] = _convert(key, field, value)
+        return (base or cls()).replace(**changes)
+
+    @classmethod
+    def from_broker_configs(cls, props: Mapping[str, str]) -> LogConfig:
+        """Broker-wide defaults from server.properties `log.*` keys (ms beats minutes beats hours)."""
+        topic: dict[str, str] = {}
+        for key, topic_key in BROKER_CONFIG_KEYS.items():
+            if key in props:
+                topic[topic_key] = props[key]
+        for unit_ms, suffix in ((3600000, "hours"), (60000, "minutes"), (1, "ms")):
+            if f"log.retention.{suffix}" in props:
+                topic["retention.ms"] = str(_scaled(props[f"log.retention.{suffix}"], unit_ms))
+            if f"log.roll.{suffix}" in props:
+                topic["segment.ms"] = str(_scaled(props[f"log.roll.{suffix}"], unit_ms))
+        return cls.from_topic_configs(topic)
+
+    def to_topic_configs(self) -> dict[str, str]:
+        """Kafka topic config names and string values (for DescribeConfigs)."""
+        return {key: str(getattr(self, field)) for key, field in TOPIC_CONFIG_FIELDS.items()}
+
+
+TOPIC_CONFIG_FIELDS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+    "cleanup.policy": "cleanup_policy",
+}
+
+BROKER_CONFIG_KEYS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.retention.bytes": "retention.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleanup.policy": "cleanup.policy",
+}
+
+_STR_FIELDS = {"message_timestamp_type", "cleanup_policy"}
+
+
+def _convert(key: str, field: str, value: str) -> Any:
+    if field in _STR_FIELDS:
+        return str(value).strip()
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"invalid value for {key}: {value!r}") from None
+
+
+def _scaled(value: str, unit_ms: int) -> int:
+    n = int(value.strip())
+    return -1 if n < 0 else min(n * unit_ms, LONG_MAX)

@@ -1,0 +1,55 @@
+"""Storage-layer exceptions.
+
+Each carries `kafka_error`, the Kafka error name a request handler should answer with when
+the exception escapes a storage call made on behalf of a client (None: not a client error).
+"""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class of everything samsa.storage raises on purpose."""
+
+    kafka_error: str | None = "KAFKA_STORAGE_ERROR"
+
+
+class OffsetOutOfRange(StorageError):
+    """A read asked for an offset below the log start offset or above the log end offset."""
+
+    kafka_error = "OFFSET_OUT_OF_RANGE"
+
+
+class RecordTooLarge(StorageError):
+    """One batch is larger than max.message.bytes."""
+
+    kafka_error = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLarge(StorageError):
+    """One append is larger than segment.bytes, so it cannot fit in any segment."""
+
+    kafka_error = "RECORD_LIST_TOO_LARGE"
+
+
+class UnexpectedAppendOffset(StorageError):
+    """A follower append does not start at the log end offset, or its offsets go backwards."""
+
+    kafka_error = "UNKNOWN_SERVER_ERROR"
+
+
+class CorruptIndex(StorageError):
+    """An .index/.timeindex file fails its sanity check (the loader rebuilds it)."""
+
+    kafka_error = None
+
+
+class CorruptCheckpoint(StorageError):
+    """A checkpoint file cannot be parsed; the caller decides whether to start from scratch."""
+
+    kafka_error = None
+
+
+class InconsistentMetadata(StorageError):
+    """meta.properties in a log dir disagrees with this broker's broker.id or cluster.id."""
+
+    kafka_error = None

@@ -1,0 +1,185 @@
+"""Loading a partition directory into segments, and recovery after an unclean stop.
+
+How it works: list the `<base>.log` files (deleting leftovers of interrupted operations:
+`*.deleted`, `*.cleaned`, `*.swap`, `*.tmp`, and index files without a .log), open each as a
+LogSegment, then
+
+- clean shutdown: trust the files; only a segment whose index is missing or fails its sanity
+  check is rescanned (which rebuilds its indexes);
+- unclean: also rescan every segment from the one holding the recovery point onward.
+
+A rescan walks the batches from the start of the .log and validates each header (magic 2,
+sane length, whole batch present, offsets increasing, CRC-32C over the CRC'd range), rebuilding
+both indexes as it goes. At the first invalid or torn batch the .log is truncated there and
+every later segment is deleted: the log ends at the last good batch. The log end offset then
+comes from the last segment's tail (scanned from its last index entry).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from samsa.protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, compute_crc
+from samsa.storage.config import LogConfig
+from samsa.storage.errors import CorruptIndex
+from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, SEGMENT_SUFFIXES, LogSegment, parse_segment_file_name
+
+log = logging.getLogger("samsa.storage")
+
+LEFTOVER_SUFFIXES = (".deleted", ".cleaned", ".swap", ".tmp")
+RECOVERY_CHUNK = 4 << 20
+
+
+@dataclass
+class LoadedLog:
+    segments: list[LogSegment]
+    log_end_offset: int
+    log_start_offset: int
+    recovery_point: int
+
+
+def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_start_offset: int,
+             clean_shutdown: bool, now_ms: int) -> LoadedLog:
+    directory.mkdir(parents=True, exist_ok=True)
+    bases = _clean_directory(directory)
+    segments = [open_segment(directory, base, config, now_ms) for base in bases]
+    if not segments:
+        seg = new_segment(directory, max(log_start_offset, 0), config, now_ms)
+        return LoadedLog([seg], seg.base_offset, seg.base_offset, seg.base_offset)
+
+    first_unflushed = len(segments)
+    if not clean_shutdown:
+        first_unflushed = 0
+        for i, seg in enumerate(segments):
+            if seg.base_offset <= recovery_point:
+                first_unflushed = i
+    rescanned = 0
+    i = 0
+    while i < len(segments):
+        seg = segments[i]
+        if i >= first_unflushed or seg.needs_recovery:
+            rescanned += 1
+            if recover_segment(seg) and i + 1 < len(segments):
+                for later in segments[i + 1 :]:
+                    log.warning("Deleting segment %s after the truncation point in %s", later.base_offset, directory)
+                    later.delete_files()
+                del segments[i + 1 :]
+            if i + 1 < len(segments):
+                seg.on_become_inactive()  # final time-index entry + index files, as at roll
+        i += 1
+
+    active = segments[-1]
+    try:
+        log_end_offset = active.next_offset()
+    except CorruptIndex:
+        recover_segment(active)
+        log_end_offset = active.next_offset()
+    active.created_ms = _rolling_timestamp(active, now_ms)
+
+    log_start_offset = max(log_start_offset, segments[0].base_offset)
+    if log_start_offset > log_end_offset:
+        log.warning("Log start offset %d is past the log end offset %d in %s; starting empty there",
+                    log_start_offset, log_end_offset, directory)
+        for seg in segments:
+            seg.delete_files()
+        segments = [new_segment(directory, log_start_offset, config, now_ms)]
+        log_end_offset = log_start_offset
+    recovery_point = log_end_offset if clean_shutdown else min(recovery_point, log_end_offset)
+    if rescanned:
+        log.info("Loaded %s: rescanned %d of %d segments, log end offset %d",
+                 directory.name, rescanned, len(segments), log_end_offset)
+    return LoadedLog(segments, log_end_offset, log_start_offset, recovery_point)
+
+
+def open_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    return LogSegment.open(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                           segment_index_bytes=config.segment_index_bytes, now_ms=now_ms)
+
+
+def new_segment(directory: Path, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    return LogSegment.create(directory, base_offset, index_interval_bytes=config.index_interval_bytes,
+                             segment_index_bytes=config.segment_index_bytes, now_ms=now_ms)
+
+
+def recover_segment(seg: LogSegment) -> int:
+    """Validate every batch, rebuild the indexes, truncate at the first bad one; bytes removed."""
+    fd = seg.fd
+    file_size = os.fstat(fd).st_size
+    seg.reset_indexes()
+    pos = 0
+    prev_last = -1
+    buf = b""
+    buf_pos = 0
+    problem = ""
+    while pos < file_size:
+        if pos + HEADER_SIZE > file_size:
+            problem = "torn batch header"
+            break
+        rel = pos - buf_pos
+        if rel + HEADER_SIZE > len(buf):
+            buf, buf_pos, rel = os.pread(fd, min(RECOVERY_CHUNK, file_size - pos), pos), pos, 0
+        base, length, _, magic, crc, _, last_delta, _, max_ts, *_ = HEADER.unpack_from(buf, rel)
+        size = LOG_OVERHEAD + length
+        last = base + last_delta
+        if magic != MAGIC_V2:
+            problem = f"magic {magic}"
+        elif size < HEADER_SIZE:
+            problem = f"batch length {length}"
+        elif pos + size > file_size:
+            problem = "torn batch"
+        elif last_delta < 0 or base <= prev_last or last < seg.base_offset or last - seg.base_offset > INT32_MAX:
+            problem = f"offsets {base}..{last} out of order"
+        if problem:
+            break
+        if rel + size > len(buf):
+            buf, buf_pos, rel = os.pread(fd, max(size, min(RECOVERY_CHUNK, file_size - pos)), pos), pos, 0
+        if compute_crc(buf, rel, size) != crc:
+            problem = f"CRC mismatch in batch at offset {base}"
+            break
+        seg.index_batch(pos, last, max_ts, size)
+        prev_last = last
+        pos += size
+    seg.size = pos
+    seg.needs_recovery = False
+    if pos < file_size:
+        os.ftruncate(fd, pos)
+        log.warning("Truncated %s at byte %d (%d bytes dropped): %s", seg.log_path, pos, file_size - pos, problem)
+    return file_size - pos
+
+
+def _rolling_timestamp(seg: LogSegment, now_ms: int) -> int:
+    """When the active segment counts as created (segment.ms): its first batch's timestamp."""
+    if seg.size >= HEADER_SIZE:
+        ts = seg.read_header(0).max_timestamp
+        if 0 <= ts <= now_ms:
+            return ts
+    return now_ms
+
+
+def _clean_directory(directory: Path) -> list[int]:
+    """Delete leftovers and orphan indexes; the sorted base offsets of the .log files."""
+    logs: set[int] = set()
+    indexes: list[tuple[int, str]] = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if not entry.is_file():
+            continue
+        if name.endswith(LEFTOVER_SUFFIXES):
+            log.info("Deleting leftover file %s", Path(directory, name))
+            os.unlink(entry.path)
+            continue
+        parsed = parse_segment_file_name(name)
+        if parsed is None or parsed[1] not in SEGMENT_SUFFIXES:
+            continue
+        if parsed[1] == LOG_SUFFIX:
+            logs.add(parsed[0])
+        else:
+            indexes.append((parsed[0], name))
+    for base, name in indexes:
+        if base not in logs:
+            log.info("Deleting orphan index file %s", Path(directory, name))
+            os.unlink(directory / name)
+    return sorted(logs)

@@ -1,0 +1,505 @@
+"""Log: one partition's ordered segments in its `<topic>-<partition>` directory.
+
+How it works: segments are kept sorted by base offset (plus a parallel list of base offsets
+for bisect); the last one is active and takes appends. An append assigns offsets by rewriting
+each batch's baseOffset in the caller's buffer (not covered by the CRC), rolls to a new segment
+when the active one is full or old, and writes the buffer with one write. A read finds the
+segment by bisect, the batch holding the offset by index lookup + a short header scan, and
+returns a FileSlice (fd, position, size) for sendfile; its end is the end of the segment, the
+max_offset position or max_bytes, whichever comes first (a partial last batch is allowed, as
+in Kafka: clients drop it). Deleted segments are renamed `.deleted` and their fds kept open
+until file.delete.delay.ms has passed at a later retention pass, so an in-flight sendfile
+never reads a recycled descriptor.
+
+On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py); loading and
+recovery live in loader.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from bisect import bisect_right
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from samsa.protocol.batch import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+from samsa.storage.config import LogConfig
+from samsa.storage.errors import (
+    OffsetOutOfRange,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+    StorageError,
+    UnexpectedAppendOffset,
+)
+from samsa.storage.loader import load_log, new_segment
+from samsa.storage.segment import INT32_MAX, LogSegment
+
+log = logging.getLogger("samsa.storage")
+
+Clock = Callable[[], float]
+
+
+class FileSlice(NamedTuple):
+    """A byte range of a segment file: sendfile(fd, position, size). size may be 0."""
+
+    fd: int
+    position: int
+    size: int
+    first_batch_offset: int
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int  # -1 unless LogAppendTime
+    max_timestamp: int  # -1 when no batch carries a timestamp
+    offset_of_max_timestamp: int  # last offset of the batch holding max_timestamp ("shallow")
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, log_end_offset: int,
+                 log_start_offset: int, recovery_point: int, clock: Clock) -> None:
+        self.dir = directory
+        self.config = config
+        self._clock = clock
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._leo = log_end_offset
+        self._lso = log_start_offset
+        self._recovery_point = recovery_point
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._dir_dirty = False
+        self._closed = False
+        self.last_flush_ms = self._now_ms()
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
+             clean_shutdown: bool = False, clock: Clock = time.time) -> Log:
+        """Load (and after an unclean stop, recover) the log in `directory`, creating it if absent."""
+        loaded = load_log(directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                          clean_shutdown=clean_shutdown, now_ms=int(clock() * 1000))
+        return cls(directory, config, loaded.segments, log_end_offset=loaded.log_end_offset,
+                   log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point, clock=clock)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._lso
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self._recovery_point
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.dir} is closed")
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+        for seg in self._segments:
+            seg.index_interval_bytes = config.index_interval_bytes
+            seg.set_segment_index_bytes(config.segment_index_bytes)
+
+    # -- append --------------------------------------------------------------------------
+
+    def append(self, buf: bytearray, headers: Sequence[tuple[int, BatchHeader]], *, now_ms: int | None = None,
+               log_append_time: bool = False, leader_epoch: int | None = None) -> AppendResult:
+        """Leader append: assign offsets from the log end offset by rewriting each baseOffset.
+
+        `headers` are the (position in buf, header) pairs of the validated batches, which must
+        cover buf back to back. With `log_append_time`, each batch is stamped with now (and
+        its CRC re-sealed); with `leader_epoch`, partitionLeaderEpoch is set.
+        """
+        self._check_open()
+        now = self._now_ms() if now_ms is None else now_ms
+        self._check_sizes(buf, headers, self.config.max_message_bytes)
+        first = offset = self._leo
+        max_ts, offset_of_max = -1, -1
+        batches: list[tuple[int, int, int, int]] = []
+        for pos, h in headers:
+            size = LOG_OVERHEAD + h.batch_length
+            set_base_offset(buf, pos, offset)
+            if leader_epoch is not None:
+                set_partition_leader_epoch(buf, pos, leader_epoch)
+            if log_append_time:
+                set_log_append_time(buf, pos, size, now)
+                ts = now
+            else:
+                ts = h.max_timestamp
+            last = offset + h.last_offset_delta
+            if ts > max_ts:
+                max_ts, offset_of_max = ts, last
+            batches.append((pos, last, ts, size))
+            offset = last + 1
+        self._write(buf, batches, offset, now)
+        return AppendResult(first, offset - 1, now if log_append_time else -1, max_ts, offset_of_max)
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
+                           now_ms: int | None = None) -> AppendResult:
+        """Replica append: offsets are already set; the first must be the log end offset."""
+        self._check_open()
+        now = self._now_ms() if now_ms is None else now_ms
+        self._check_sizes(buf, headers, None)
+        expected = self._leo
+        max_ts, offset_of_max = -1, -1
+        batches: list[tuple[int, int, int, int]] = []
+        for pos, h in headers:
+            if (h.base_offset != expected) if not batches else (h.base_offset < expected):
+                raise UnexpectedAppendOffset(
+                    f"{self.name}: batch at offset {h.base_offset} does not follow offset {expected - 1}")
+            last = h.last_offset
+            if h.max_timestamp > max_ts:
+                max_ts, offset_of_max = h.max_timestamp, last
+            batches.append((pos, last, h.max_timestamp, h.size))
+            expected = last + 1
+        self._write(buf, batches, expected, now)
+        return AppendResult(headers[0][1].base_offset, expected - 1, -1, max_ts, offset_of_max)
+
+    def _check_sizes(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]],
+                     max_message_bytes: int | None) -> None:
+        if not headers:
+            raise ValueError("append of no batches")
+        if len(buf) > self.config.segment_bytes:
+            raise RecordBatchTooLarge(
+                f"{self.name}: append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}")
+        expected = 0
+        for pos, h in headers:
+            size = LOG_OVERHEAD + h.batch_length
+            if pos != expected:
+                raise ValueError(f"batches must cover the buffer back to back (batch at {pos}, expected {expected})")
+            if max_message_bytes is not None and size > max_message_bytes:
+                raise RecordTooLarge(f"{self.name}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+            expected = pos + size
+        if expected != len(buf):
+            raise ValueError(f"batches cover {expected} of {len(buf)} bytes")
+
+    def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]], next_offset: int,
+               now: int) -> None:
+        seg = self._segments[-1]
+        cfg = self.config
+        if seg.size > 0 and (seg.size + len(buf) > cfg.segment_bytes or now - seg.created_ms > cfg.segment_ms
+                             or seg.index_full or next_offset - 1 - seg.base_offset > INT32_MAX):
+            seg = self.roll(now)
+        seg.append(buf, batches)
+        self._leo = next_offset
+        if self._leo - self._recovery_point >= cfg.flush_messages:
+            self.flush()
+
+    def roll(self, now_ms: int | None = None) -> LogSegment:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self._check_open()
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.on_become_inactive()
+        seg = new_segment(self.dir, self._leo, self.config, self._now_ms() if now_ms is None else now_ms)
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+        self._dir_dirty = True
+        return seg
+
+    # -- read ----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileSlice | None:
+        """Bytes from the start of the batch holding `offset`, within one segment.
+
+        None at the log end offset or at/after `max_offset` (the slice ends before the batch
+        holding max_offset, e.g. the high watermark). The slice is cut at max_bytes, possibly
+        mid-batch; if the first batch alone is larger, it is returned whole when
+        `min_one_batch`, else the slice is empty (size 0). Raises OffsetOutOfRange outside
+        [log_start_offset, log_end_offset].
+        """
+        self._check_open()
+        if offset < self._lso or offset > self._leo:
+            raise OffsetOutOfRange(
+                f"{self.name}: offset {offset} is outside [{self._lso}, {self._leo}]")
+        if offset == self._leo or (max_offset is not None and offset >= max_offset):
+            return None
+        if max_bytes < 0:
+            raise ValueError("max_bytes must be >= 0")
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        while True:
+            if i >= len(self._segments):
+                return None
+            seg = self._segments[i]
+            batch = seg.find_batch(offset)
+            if batch is not None:
+                break
+            i += 1
+        end = seg.size
+        if max_offset is not None and max_offset < self._leo and (
+                i + 1 == len(self._bases) or max_offset < self._bases[i + 1]):
+            limit = seg.find_batch(max_offset)
+            if limit is not None:
+                end = limit.position
+        if end <= batch.position:
+            return None
+        size = min(end - batch.position, max_bytes)
+        if size < batch.size and max_bytes > 0:
+            size = batch.size if min_one_batch else 0
+        return FileSlice(seg.fd, batch.position, size, batch.base_offset)
+
+    @staticmethod
+    def read_bytes(file_slice: FileSlice) -> bytes:
+        """The slice's bytes (for TLS listeners and tests)."""
+        fd, position, size, _ = file_slice
+        data = os.pread(fd, size, position)
+        while len(data) < size:
+            more = os.pread(fd, size - len(data), position + len(data))
+            if not more:
+                break
+            data += more
+        return data
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
+
+        Exact for uncompressed CreateTime batches; otherwise the first batch whose max
+        timestamp reaches it, answered with its base offset and max timestamp.
+        """
+        self._check_open()
+        for seg in self._segments:
+            if seg.max_timestamp >= timestamp:
+                found = seg.find_offset_by_timestamp(timestamp, self._lso)
+                if found is not None:
+                    return found
+        return None
+
+    # -- retention, deletion, truncation ---------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> int:
+        """Apply retention (start offset, retention.bytes, retention.ms); segments deleted.
+
+        Only segments wholly below `high_watermark` (default: the log end offset) go. The
+        active segment goes only when expired by time: a new empty one is rolled first.
+        Also finishes deletions whose file.delete.delay.ms has passed.
+        """
+        self._check_open()
+        now = self._now_ms() if now_ms is None else now_ms
+        self._finish_pending_deletes(now)
+        hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
+        deleted = self._delete_start_offset_breached(now, hw)
+        cfg = self.config
+        if cfg.delete_enabled:
+            if cfg.retention_bytes >= 0:
+                excess = self.size_in_bytes - cfg.retention_bytes
+
+                def over_size(seg: LogSegment) -> bool:
+                    nonlocal excess
+                    if excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+
+                deleted += self._delete_while(over_size, now, hw, "retention.bytes", allow_active=False)
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_while(lambda s: now - s.largest_timestamp() > cfg.retention_ms, now, hw,
+                                              "retention.ms", allow_active=True)
+        return deleted
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to `offset`, drop whole segments below it."""
+        self._check_open()
+        if offset > self._leo or offset < 0:
+            raise OffsetOutOfRange(f"{self.name}: cannot delete records before {offset} (log end {self._leo})")
+        if offset > self._lso:
+            self._lso = offset
+            self._delete_start_offset_breached(self._now_ms(), self._leo)
+        return self._lso
+
+    def _delete_start_offset_breached(self, now: int, hw: int) -> int:
+        bases = self._bases
+
+        def below_start(seg: LogSegment) -> bool:
+            i = bisect_right(bases, seg.base_offset)
+            return i < len(bases) and bases[i] <= self._lso
+
+        return self._delete_while(below_start, now, hw, "log start offset", allow_active=False)
+
+    def _delete_while(self, predicate: Callable[[LogSegment], bool], now: int, hw: int, reason: str, *,
+                      allow_active: bool) -> int:
+        doomed: list[LogSegment] = []
+        n = len(self._segments)
+        for i, seg in enumerate(self._segments):
+            last = i + 1 == n
+            upper = self._leo if last else self._bases[i + 1]
+            if upper > hw or (last and (seg.size == 0 or not allow_active)) or not predicate(seg):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        if len(doomed) == n:
+            self.roll(now)
+        self._remove_segments(doomed, now, reason)
+        self._lso = max(self._lso, self._bases[0])
+        return len(doomed)
+
+    def _remove_segments(self, doomed: list[LogSegment], now: int, reason: str) -> None:
+        gone = {id(s) for s in doomed}
+        self._segments = [s for s in self._segments if id(s) not in gone]
+        self._bases = [s.base_offset for s in self._segments]
+        for seg in doomed:
+            seg.rename_to_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        self._dir_dirty = True
+        log.info("Deleting segments %s of %s (%s)", [s.base_offset for s in doomed], self.name, reason)
+
+    def _finish_pending_deletes(self, now: int | None) -> None:
+        """Close and unlink deleted segments whose delay is over (all when now is None)."""
+        keep = []
+        for deadline, seg in self._pending_deletes:
+            if now is None or now >= deadline:
+                seg.delete_files()
+            else:
+                keep.append((deadline, seg))
+        self._pending_deletes = keep
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch holding an offset >= `offset` (a batch straddling it goes whole)."""
+        self._check_open()
+        if offset < 0:
+            raise ValueError("offset must be >= 0")
+        if offset >= self._leo:
+            return False
+        if offset < self._bases[0]:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        now = self._now_ms()
+        later = [s for s in self._segments if s.base_offset > offset]
+        if later:
+            self._remove_segments(later, now, f"truncation to {offset}")
+        cut = self._segments[-1].truncate_to(offset)
+        new_leo = offset if cut is None else cut
+        log.info("Truncated %s to offset %d (log end offset was %d)", self.name, new_leo, self._leo)
+        self._leo = new_leo
+        self._lso = min(self._lso, new_leo)
+        self._recovery_point = min(self._recovery_point, new_leo)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop all data; the log restarts empty at `offset` (start = end = recovery point)."""
+        self._check_open()
+        now = self._now_ms()
+        self._remove_segments(list(self._segments), now, f"truncation to start at {offset}")
+        seg = new_segment(self.dir, offset, self.config, now)
+        self._segments = [seg]
+        self._bases = [offset]
+        self._leo = self._lso = self._recovery_point = offset
+
+    # -- flush, close, delete ------------------------------------------------------------
+
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync the segments holding offsets in [recovery point, up_to) and advance the recovery point.
+
+        Inactive segments also get their index files written and fsynced; the active one's
+        indexes need not be durable (recovery rescans from the recovery point's segment).
+        """
+        self._check_open()
+        target = self._leo if up_to is None else min(up_to, self._leo)
+        if target > self._recovery_point:
+            n = len(self._segments)
+            # From the segment holding recovery_point - 1: it may have been flushed while active
+            # and rolled since, leaving its index files written but not yet fsynced.
+            for i in range(max(bisect_right(self._bases, self._recovery_point - 1) - 1, 0), n):
+                seg = self._segments[i]
+                if seg.base_offset >= target:
+                    break
+                seg.flush(indexes=i + 1 < n)
+            self._recovery_point = target
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        self.last_flush_ms = self._now_ms()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if flush.ms elapsed with unflushed messages, or rolled segments are not durable yet."""
+        if self._closed:
+            return False
+        if self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        active_base = self._bases[-1]
+        if self._recovery_point < active_base:
+            self.flush(active_base)
+            return True
+        if len(self._segments) > 1 and not self._segments[-2].durable:
+            self._segments[-2].flush(indexes=True)  # flushed while active, rolled since
+            return True
+        return False
+
+    def close(self) -> None:
+        """Write the active segment's indexes (fsynced) and close every file. No data fsync."""
+        if self._closed:
+            return
+        active = self._segments[-1]
+        active.on_become_inactive()
+        active.write_indexes(fsync=True)
+        self._finish_pending_deletes(None)
+        for seg in self._segments:
+            seg.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole partition directory (renamed `<dir>.<id>-delete` first)."""
+        if not self._closed:
+            self._finish_pending_deletes(None)
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+        doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
+        try:
+            os.rename(self.dir, doomed)
+        except OSError:
+            doomed = self.dir
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"Log({self.dir}, start={self._lso}, end={self._leo}, segments={len(self._segments)})"
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,248 @@
+"""LogManager: every partition log of this broker, across its log dirs.
+
+On disk, per log dir (Kafka's names):
+
+    meta.properties                      version=0, broker.id=N, cluster.id=... (Java properties)
+    recovery-point-offset-checkpoint     offsets flushed to disk, per partition (checkpoints.py)
+    log-start-offset-checkpoint          log start offset per partition
+    .kafka_cleanshutdown                 present only between a clean shutdown and the next start
+    <topic>-<partition>/                 one Log each (topic names may hold '-' and '.': the
+                                         partition is what follows the last '-')
+    <topic>-<partition>.<id>-delete/     a log being deleted (removed at startup if left over)
+
+Startup reads the checkpoints and the marker, loads every partition directory (rescanning
+unflushed segments only after an unclean stop) and removes the marker. Shutdown flushes and
+closes every log, writes the checkpoints, then the marker.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from samsa.storage.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    TopicPartition,
+    read_offsets,
+    write_offsets,
+)
+from samsa.storage.config import LogConfig
+from samsa.storage.errors import CorruptCheckpoint, InconsistentMetadata, StorageError
+from samsa.storage.log import Clock, Log
+
+log = logging.getLogger("samsa.storage")
+
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def parse_topic_partition(name: str) -> TopicPartition | None:
+    """`my.topic-name-3` -> ("my.topic-name", 3); None for anything that is not a partition dir."""
+    topic, dash, partition = name.rpartition("-")
+    if not dash or not partition.isdigit() or not partition.isascii() or not is_legal_topic(topic):
+        return None
+    return topic, int(partition)
+
+
+def is_legal_topic(topic: str) -> bool:
+    return bool(_LEGAL_TOPIC.fullmatch(topic)) and topic not in (".", "..")
+
+
+class LogManager:
+    def __init__(self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock = time.time, *,
+                 broker_id: int | None = None, cluster_id: str | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self._clock = clock
+        self._logs: dict[TopicPartition, Log] = {}
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # -- startup -------------------------------------------------------------------------
+
+    def startup(self, *, broker_id: int | None = None, cluster_id: str | None = None,
+                topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Create the dirs, check meta.properties, load every partition log."""
+        if broker_id is not None:
+            self.broker_id = broker_id
+        if cluster_id is not None:
+            self.cluster_id = cluster_id
+        started = time.monotonic()
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._check_meta(d)
+        for d in self.log_dirs:
+            self._load_dir(d, topic_configs or {})
+        log.info("Loaded %d logs from %s in %.0f ms", len(self._logs), ", ".join(map(str, self.log_dirs)),
+                 (time.monotonic() - started) * 1000)
+
+    def _check_meta(self, d: Path) -> None:
+        path = d / META_PROPERTIES
+        props = read_properties(path) if path.exists() else {}
+        file_id = props.get("broker.id", props.get("node.id"))
+        if file_id is not None:
+            if self.broker_id is not None and int(file_id) != self.broker_id:
+                raise InconsistentMetadata(
+                    f"{path} says broker.id={file_id} but this broker is configured with broker.id={self.broker_id}")
+            self.broker_id = int(file_id)
+        file_cluster = props.get("cluster.id")
+        if file_cluster is not None:
+            if self.cluster_id is not None and file_cluster != self.cluster_id:
+                raise InconsistentMetadata(
+                    f"{path} says cluster.id={file_cluster} but the cluster's id is {self.cluster_id}")
+            self.cluster_id = file_cluster
+        if self.broker_id is not None and (file_id is None or (file_cluster is None and self.cluster_id is not None)):
+            wanted = {"version": "0", "broker.id": str(self.broker_id)}
+            if self.cluster_id is not None:
+                wanted["cluster.id"] = self.cluster_id
+            write_properties(path, wanted)
+
+    def _load_dir(self, d: Path, topic_configs: Mapping[str, LogConfig]) -> None:
+        marker = d / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = _read_offsets_or_empty(d / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_offsets_or_empty(d / LOG_START_OFFSET_CHECKPOINT)
+        for entry in sorted(os.scandir(d), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                log.info("Removing log dir %s left over from a deletion", entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            tp = parse_topic_partition(entry.name)
+            if tp is None:
+                log.warning("Skipping %s: not a <topic>-<partition> directory", entry.path)
+                continue
+            if tp in self._logs:
+                raise StorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
+            self._logs[tp] = Log.open(Path(entry.path), topic_configs.get(tp[0], self.default_config),
+                                      recovery_point=recovery_points.get(tp, 0),
+                                      log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
+                                      clock=self._clock)
+        if not clean and self._logs:
+            log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
+        marker.unlink(missing_ok=True)
+
+    # -- logs ----------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self._logs.get(tp)
+
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The partition's log, created empty in the least loaded log dir if absent."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        if not is_legal_topic(topic) or partition < 0:
+            raise ValueError(f"illegal topic partition {topic!r}-{partition}")
+        counts = {d: 0 for d in self.log_dirs}
+        for lg in self._logs.values():
+            if lg.dir.parent in counts:
+                counts[lg.dir.parent] += 1
+        parent = min(self.log_dirs, key=lambda d: counts[d])
+        new = Log.open(parent / f"{topic}-{partition}", config or self.default_config, clock=self._clock)
+        _fsync_dir(parent)
+        self._logs[(topic, partition)] = new
+        log.info("Created log %s-%d in %s", topic, partition, parent)
+        return new
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        lg.delete()
+        log.info("Deleted log %s-%d", topic, partition)
+        return True
+
+    # -- periodic work -------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write recovery-point-offset-checkpoint and log-start-offset-checkpoint in every dir."""
+        for d in self.log_dirs:
+            here = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == d}
+            write_offsets(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()})
+            write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()})
+
+    def cleanup(self, now_ms: int | None = None) -> int:
+        """Retention over every log; segments deleted."""
+        now = self._now_ms() if now_ms is None else now_ms
+        return sum(lg.delete_old_segments(now) for lg in list(self._logs.values()))
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Flush logs whose flush.ms elapsed (and rolled segments not yet flushed); logs flushed."""
+        now = self._now_ms() if now_ms is None else now_ms
+        return sum(lg.maybe_flush(now) for lg in list(self._logs.values()))
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints, then the clean-shutdown marker per dir."""
+        failed: set[Path] = set()
+        for tp, lg in self._logs.items():
+            try:
+                lg.flush()
+                lg.close()
+            except OSError:
+                log.exception("Failed to flush/close %s-%d", *tp)
+                failed.add(lg.dir.parent)
+        self.checkpoint()
+        for d in self.log_dirs:
+            if d not in failed:
+                (d / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
+                _fsync_dir(d)
+        log.info("Log manager shut down (%d logs)", len(self._logs))
+        self._logs.clear()
+
+
+def _read_offsets_or_empty(path: Path) -> dict[TopicPartition, int]:
+    try:
+        return read_offsets(path)
+    except CorruptCheckpoint as e:
+        log.warning("Ignoring %s (%s): recovering from offset 0", path, e)
+        return {}
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """A Java .properties file's key=value lines (comments and blanks skipped)."""
+    props: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            props[key.strip()] = value.strip()
+    return props
+
+
+def write_properties(path: Path, props: Mapping[str, str]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    text = "#\n#Written by Samsa\n" + "".join(f"{k}={v}\n" for k, v in props.items())
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

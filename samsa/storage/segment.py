@@ -1,0 +1,351 @@
+"""LogSegment: one `.log` file of whole RecordBatch v2 blobs plus its two indexes.
+
+On-disk format: `<base offset, 20 digits zero-padded>.log` is the batches back to back, exactly
+as they travel on the wire (see samsa/protocol/batch.py for the 61-byte header); beside it
+`<base>.index` (offset -> position, offset_index.py) and `<base>.timeindex` (timestamp ->
+offset, time_index.py). The base offset is the first offset the segment may hold. A segment
+being deleted has its three files renamed with a `.deleted` suffix first.
+
+The segment never looks inside a batch on the hot path: append writes the caller's buffer in
+one write and indexes batches from headers the caller already parsed; lookups read 61-byte
+headers with pread, starting from the nearest index entry, so a scan covers about
+`index.interval.bytes`. The .log file descriptor is opened lazily and stays open until the
+segment is closed, so fetches can sendfile from it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from samsa.protocol.batch import ATTR_COMPRESSION_MASK, ATTR_TIMESTAMP_TYPE, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from samsa.storage.errors import CorruptIndex
+from samsa.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
+from samsa.storage.offset_index import OffsetIndex, _pwrite_all
+from samsa.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
+from samsa.storage.time_index import TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+INT32_MAX = 2**31 - 1
+SCAN_CHUNK = 16384  # bytes per pread when walking headers (> the default index interval)
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def parse_segment_file_name(name: str) -> tuple[int, str] | None:
+    """`00000000000000000042.index` -> (42, ".index"); None for anything else."""
+    stem, dot, suffix = name.partition(".")
+    if not dot or len(stem) != 20 or not stem.isdigit():
+        return None
+    return int(stem), "." + suffix
+
+
+class BatchPos(NamedTuple):
+    """Where one batch sits in a segment, from its header alone."""
+
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int,
+                 created_ms: int, existing: bool) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.created_ms = created_ms
+        self.log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        self._fd: int | None = None
+        self.size = self.log_path.stat().st_size if existing else 0
+        self.needs_recovery = False  # set when an index is missing or insane (the loader rebuilds it)
+        self.offset_index, self.time_index = self._open_indexes(segment_index_bytes, existing)
+        ts, ts_offset = self.time_index.last_entry()
+        self.max_timestamp = ts  # largest batch max timestamp (-1: none)
+        self.offset_of_max_timestamp = ts_offset  # last offset of the batch that has it
+        self.bytes_since_last_index_entry = 0
+        self._data_synced = not existing
+        self._renamed = False
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int,
+               now_ms: int) -> LogSegment:
+        """A new empty segment; its three files are created (empty) now."""
+        log_path = directory / segment_file_name(base_offset, LOG_SUFFIX)
+        fd = os.open(log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        if os.fstat(fd).st_size:
+            os.close(fd)
+            raise FileExistsError(f"segment {log_path} already exists and is not empty")
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            (directory / segment_file_name(base_offset, suffix)).write_bytes(b"")
+        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                  segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=False)
+        seg._fd = fd
+        return seg
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int,
+             now_ms: int) -> LogSegment:
+        """An existing segment; check `needs_recovery` afterwards."""
+        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                   segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=True)
+
+    def _open_indexes(self, segment_index_bytes: int, existing: bool) -> tuple[OffsetIndex, TimeIndex]:
+        index_path = self.path(INDEX_SUFFIX)
+        time_path = self.path(TIME_INDEX_SUFFIX)
+        max_offsets = segment_index_bytes // OFFSET_ENTRY_SIZE
+        max_times = segment_index_bytes // TIME_ENTRY_SIZE
+        if existing:
+            try:
+                if index_path.exists() and time_path.exists():
+                    oi = OffsetIndex(index_path, self.base_offset, max_offsets, exists=True)
+                    ti = TimeIndex(time_path, self.base_offset, max_times, exists=True)
+                    oi.sanity_check(self.size)
+                    ti.sanity_check()
+                    return oi, ti
+            except CorruptIndex:
+                pass
+            self.needs_recovery = True
+        return (OffsetIndex(index_path, self.base_offset, max_offsets),
+                TimeIndex(time_path, self.base_offset, max_times))
+
+    def path(self, suffix: str) -> Path:
+        return self.dir / segment_file_name(self.base_offset, suffix)
+
+    @property
+    def fd(self) -> int:
+        """The .log descriptor (opened on first use, valid until close/delete)."""
+        if self._fd is None:
+            self._fd = os.open(self.log_path, os.O_RDWR)
+        return self._fd
+
+    @property
+    def index_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def set_segment_index_bytes(self, segment_index_bytes: int) -> None:
+        self.offset_index.max_entries = segment_index_bytes // OFFSET_ENTRY_SIZE
+        self.time_index.max_entries = segment_index_bytes // TIME_ENTRY_SIZE
+
+    # -- appending -----------------------------------------------------------------------
+
+    def append(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, int, int, int]]) -> None:
+        """Write `buf` (whole batches, offsets set) at the end in one write and index it.
+
+        `batches` holds (position in buf, last offset, max timestamp, size) per batch.
+        """
+        start = self.size
+        try:
+            _pwrite_all(self.fd, memoryview(buf), start)
+        except OSError:
+            os.ftruncate(self.fd, start)
+            raise
+        self._data_synced = False
+        self.size = start + len(buf)
+        for pos, last_offset, max_ts, size in batches:
+            self.index_batch(start + pos, last_offset, max_ts, size)
+
+    def index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
+        """Account one batch already in the file (append and recovery share this)."""
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp = max_timestamp
+            self.offset_of_max_timestamp = last_offset
+        if self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+
+    def reset_indexes(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = self.base_offset
+        self.bytes_since_last_index_entry = 0
+
+    # -- reading -------------------------------------------------------------------------
+
+    def iter_batches(self, start: int = 0, end: int | None = None) -> Iterator[BatchPos]:
+        """Headers of the complete batches in [start, end), read with chunked preads."""
+        end = self.size if end is None else min(end, self.size)
+        fd = self.fd
+        pos = start
+        chunk = b""
+        chunk_pos = 0
+        while pos + HEADER_SIZE <= end:
+            rel = pos - chunk_pos
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+                chunk_pos, rel = pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            h = HEADER.unpack_from(chunk, rel)
+            size = LOG_OVERHEAD + h[1]
+            if size < HEADER_SIZE or pos + size > end:
+                return
+            yield BatchPos(pos, h[0], h[0] + h[6], size, h[8])
+            pos += size
+
+    def find_batch(self, offset: int, start: int | None = None) -> BatchPos | None:
+        """The first batch whose last offset is >= `offset` (None if the segment has none)."""
+        if start is None:
+            _, start = self.offset_index.lookup(offset)
+        for batch in self.iter_batches(start):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def read_header(self, position: int) -> BatchHeader:
+        return BatchHeader._make(HEADER.unpack(os.pread(self.fd, HEADER_SIZE, position)))
+
+    def next_offset(self) -> int:
+        """Offset after the last batch (base_offset if empty); also refreshes the tail state."""
+        _, position = self.offset_index.last_entry()
+        nxt = self.base_offset
+        end = position
+        for b in self.iter_batches(position):
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp = b.max_timestamp
+                self.offset_of_max_timestamp = b.last_offset
+            nxt = b.last_offset + 1
+            end = b.position + b.size
+        if end < self.size:
+            raise CorruptIndex(f"{self.log_path}: {self.size - end} bytes after the last whole batch")
+        self.bytes_since_last_index_entry = self.size - position
+        return nxt
+
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the file's mtime when no batch carries one (retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return self.log_path.stat().st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return int(time.time() * 1000)
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `start_offset` with timestamp >= target.
+
+        Exact for uncompressed CreateTime batches (their records are walked); for compressed
+        batches it answers with the batch base offset and the batch max timestamp.
+        """
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, start_offset))
+        for b in self.iter_batches(position):
+            if b.max_timestamp >= timestamp and b.last_offset >= start_offset:
+                return self._refine_by_timestamp(b, timestamp, start_offset)
+        return None
+
+    def _refine_by_timestamp(self, b: BatchPos, timestamp: int, start_offset: int) -> tuple[int, int]:
+        h = self.read_header(b.position)
+        fallback = (max(b.base_offset, start_offset), b.max_timestamp)
+        if h.attributes & (ATTR_COMPRESSION_MASK | ATTR_TIMESTAMP_TYPE):
+            return fallback
+        data = os.pread(self.fd, b.size - HEADER_SIZE, b.position + HEADER_SIZE)
+        i = 0
+        try:
+            for _ in range(h.record_count):
+                length, i = _varint(data, i)
+                body = i
+                i += 1  # attributes
+                ts_delta, i = _varint(data, i)
+                off_delta, i = _varint(data, i)
+                ts, off = h.base_timestamp + ts_delta, b.base_offset + off_delta
+                if ts >= timestamp and off >= start_offset:
+                    return off, ts
+                i = body + length
+        except IndexError:
+            pass
+        return fallback
+
+    # -- truncation, flush, close ------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int | None:
+        """Remove the batches whose last offset is >= `offset`; the first removed base offset.
+
+        None if nothing was removed. A batch holding `offset` is removed whole.
+        """
+        batch = self.find_batch(offset)
+        if batch is None:
+            return None
+        os.ftruncate(self.fd, batch.position)
+        self.size = batch.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
+        self.next_offset()  # re-derive max timestamp and index spacing from the tail
+        return batch.base_offset
+
+    def on_become_inactive(self) -> None:
+        """Roll/close: record the final max timestamp in the time index and write both indexes."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.write_indexes()
+
+    def write_indexes(self, *, fsync: bool = False) -> None:
+        self.offset_index.write(fsync=fsync)
+        self.time_index.write(fsync=fsync)
+
+    @property
+    def durable(self) -> bool:
+        """Data fsynced and both index files written and fsynced."""
+        oi, ti = self.offset_index, self.time_index
+        return self._data_synced and not oi.dirty and not ti.dirty and oi.synced and ti.synced
+
+    def flush(self, *, indexes: bool) -> None:
+        """fdatasync the .log; with `indexes`, also write and fsync the index files."""
+        if not self._data_synced:
+            _fdatasync(self.fd)
+            self._data_synced = True
+        if indexes:
+            self.write_indexes(fsync=True)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def rename_to_deleted(self) -> None:
+        self._renamed = True
+        for suffix in SEGMENT_SUFFIXES:
+            src = self.path(suffix)
+            try:
+                src.rename(src.with_name(src.name + DELETED_SUFFIX))
+            except FileNotFoundError:
+                pass
+
+    def delete_files(self) -> None:
+        """Close and unlink the segment's files (the `.deleted` names once renamed)."""
+        self.close()
+        extra = DELETED_SUFFIX if self._renamed else ""
+        for suffix in SEGMENT_SUFFIXES:
+            self.path(suffix + extra).unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+
+def _varint(buf: bytes, i: int) -> tuple[int, int]:
+    """Zigzag varint at `i` -> (value, next index)."""
+    shift = result = 0
+    while True:
+        b = buf[i]
+        i += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), i
+        shift += 7
