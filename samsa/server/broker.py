@@ -103,7 +103,10 @@ class Broker:
             if self.node_id not in replicas or self.replicas.get(topic.name, index) is not None:
                 continue
             lg = self.logs.get_or_create_log(topic.name, index, cfg)
-            self.replicas.add(Partition(topic.name, index, topic.topic_id, lg))
+            partition = Partition(topic.name, index, topic.topic_id, lg)
+            if lg.log_end_offset > 0:
+                partition.load_producer_state()
+            self.replicas.add(partition)
 
     def auto_create_topic(self, name: str) -> Topic:
         return self.admin.create_topic(

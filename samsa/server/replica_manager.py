@@ -41,6 +41,30 @@ class Partition:
         self.producers = ProducerStateManager()
         self.waiters: list[Callable[[], None]] = []
 
+    def load_producer_state(self, tail_bytes: int = 4 << 20) -> int:
+        """Rebuild the idempotence window from the batch headers at the tail of the log.
+
+        Kafka keeps producer-state snapshots; the last few MB of the active segment hold every
+        batch a retrying producer can still resend (its window is five batches), so reading
+        their headers after a restart is enough. Returns the number of batches read.
+        """
+        seg = self.log.segments[-1]
+        if seg.size == 0:
+            return 0
+        target = max(0, seg.size - tail_bytes)
+        start = 0
+        for _, position in seg.offset_index.entries():
+            if position > target:
+                break
+            start = position
+        n = 0
+        for b in seg.iter_batches(start):
+            h = seg.read_header(b.position)
+            if h.producer_id >= 0:
+                self.producers.record(h, h.base_offset)
+            n += 1
+        return n
+
     @property
     def high_watermark(self) -> int:
         return self.log.log_end_offset

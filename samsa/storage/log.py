@@ -207,7 +207,8 @@ class Log:
             if pos != expected:
                 raise ValueError(f"batches must cover the buffer back to back (batch at {pos}, expected {expected})")
             if max_message_bytes is not None and size > max_message_bytes:
-                raise RecordTooLarge(f"{self.name}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
+                raise RecordTooLarge(
+                    f"{self.name}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
             expected = pos + size
         if expected != len(buf):
             raise ValueError(f"batches cover {expected} of {len(buf)} bytes")

@@ -127,7 +127,8 @@ class LogManager:
                 log.warning("Skipping %s: not a <topic>-<partition> directory", entry.path)
                 continue
             if tp in self._logs:
-                raise StorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
+                raise StorageError(
+                    f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
             self._logs[tp] = Log.open(Path(entry.path), topic_configs.get(tp[0], self.default_config),
                                       recovery_point=recovery_points.get(tp, 0),
                                       log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,

@@ -86,8 +86,7 @@ class OffsetIndex:
         """Largest entry with offset <= `offset` as (absolute offset, position); (base, 0) if none."""
         self._load()
         rel = offset - self.base_offset
-        if rel > 0x7FFFFFFF:
-            rel = 0x7FFFFFFF
+        rel = min(rel, 0x7FFFFFFF)
         i = bisect_right(self._offsets, rel) - 1
         if i < 0:
             return self.base_offset, 0
@@ -96,7 +95,7 @@ class OffsetIndex:
     def entries(self) -> list[tuple[int, int]]:
         """All entries as (absolute offset, position) (tests, tools)."""
         self._load()
-        return [(self.base_offset + o, p) for o, p in zip(self._offsets, self._positions)]
+        return [(self.base_offset + o, p) for o, p in zip(self._offsets, self._positions, strict=True)]
 
     def sanity_check(self, log_size: int) -> None:
         """Kafka's cheap checks: last entry within the segment's offsets and the .log's bytes."""

@@ -21,7 +21,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from samsa.protocol.batch import ATTR_COMPRESSION_MASK, ATTR_TIMESTAMP_TYPE, HEADER, HEADER_SIZE, LOG_OVERHEAD, BatchHeader
+from samsa.protocol.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+)
 from samsa.storage.errors import CorruptIndex
 from samsa.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from samsa.storage.offset_index import OffsetIndex, _pwrite_all

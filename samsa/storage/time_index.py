@@ -100,7 +100,7 @@ class TimeIndex:
 
     def entries(self) -> list[tuple[int, int]]:
         self._load()
-        return [(t, self.base_offset + o) for t, o in zip(self._timestamps, self._offsets)]
+        return [(t, self.base_offset + o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
 
     def sanity_check(self) -> None:
         ts, offset = self._last
@@ -129,7 +129,10 @@ class TimeIndex:
             del self._offsets[keep:]
             del self._timestamps[keep:]
             self._written = min(self._written, keep)
-            self._last = (self._timestamps[-1], self.base_offset + self._offsets[-1]) if keep else (-1, self.base_offset)
+            if keep:
+                self._last = (self._timestamps[-1], self.base_offset + self._offsets[-1])
+            else:
+                self._last = (-1, self.base_offset)
 
     def reset(self) -> None:
         self._timestamps = array("q")
