@@ -14,17 +14,14 @@ from __future__ import annotations
 import argparse
 import random
 import struct
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from crc32c import crc32c
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from samsa.protocol.batch import parse_header  # noqa: E402
-from samsa.storage import Log, LogConfig  # noqa: E402
+from samsa.protocol.batch import parse_header
+from samsa.storage import Log, LogConfig
 
 
 def make_batch(size: int, records: int = 1) -> bytearray:

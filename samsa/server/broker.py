@@ -152,9 +152,10 @@ class Broker:
         logs = self.logs
         now_ms = lambda: int(time.time() * 1000)  # noqa: E731
         self._every(self.config.get("log.retention.check.interval.ms"), lambda: logs.cleanup(now_ms()), "retention")
-        flush_every = self.config.get("log.flush.scheduler.interval.ms")
-        if flush_every and flush_every < 2**62:
-            self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
+        # flush_due also fsyncs rolled segments so the recovery point advances; it is cheap
+        # when nothing is due, so it runs at least every second whatever the scheduler says.
+        flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)
+        self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), logs.checkpoint, "checkpoint")
 
     async def run(self) -> int:

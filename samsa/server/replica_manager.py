@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.producer_state import Duplicate, ProducerStateManager, SequenceError
+from samsa.storage.errors import StorageError
 from samsa.storage.log import Log
 
 
@@ -85,7 +86,11 @@ class Partition:
             except SequenceError as e:
                 return AppendOutcome(e.code, message=str(e))
         now_ms = int(time.time() * 1000)
-        result = self.log.append(buf, headers, now_ms=now_ms, log_append_time=log_append_time)
+        try:
+            result = self.log.append(buf, headers, now_ms=now_ms, log_append_time=log_append_time)
+        except StorageError as e:
+            code = ErrorCode[e.kafka_error] if e.kafka_error else ErrorCode.KAFKA_STORAGE_ERROR
+            return AppendOutcome(code, message=str(e))
         offset = result.first_offset
         for _, h in headers:
             if h.producer_id >= 0:

@@ -480,19 +480,30 @@ class Log:
             seg.close()
         self._closed = True
 
-    def delete(self) -> None:
-        """Close and remove the whole partition directory (renamed `<dir>.<id>-delete` first)."""
-        if not self._closed:
-            self._finish_pending_deletes(None)
-            for seg in self._segments:
-                seg.close()
-            self._closed = True
+    def delete(self, *, keep_fds: bool = False) -> None:
+        """Remove the partition directory (renamed `<dir>.<id>-delete` first: a crash midway
+        leaves it for the next startup to remove). The log is unusable afterwards.
+
+        File descriptors close now, or with `keep_fds` only at release_files(), so that
+        in-flight sendfiles from this log never read a recycled descriptor.
+        """
+        self._closed = True
         doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
         try:
             os.rename(self.dir, doomed)
         except OSError:
             doomed = self.dir
         shutil.rmtree(doomed, ignore_errors=True)
+        if not keep_fds:
+            self.release_files()
+
+    def release_files(self) -> None:
+        """Close every descriptor of a deleted log (idempotent)."""
+        for _, seg in self._pending_deletes:
+            seg.close()
+        self._pending_deletes = []
+        for seg in self._segments:
+            seg.close()
 
     def __repr__(self) -> str:
         return f"Log({self.dir}, start={self._lso}, end={self._leo}, segments={len(self._segments)})"

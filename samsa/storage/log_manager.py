@@ -67,6 +67,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self._clock = clock
         self._logs: dict[TopicPartition, Log] = {}
+        self._deleted: list[tuple[int, Log]] = []  # (close fds after, log) of deleted logs
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -164,10 +165,12 @@ class LogManager:
         return new
 
     def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove the partition's directory now; its fds close at a cleanup() after file.delete.delay.ms."""
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return False
-        lg.delete()
+        lg.delete(keep_fds=True)
+        self._deleted.append((self._now_ms() + lg.config.file_delete_delay_ms, lg))
         log.info("Deleted log %s-%d", topic, partition)
         return True
 
@@ -183,7 +186,17 @@ class LogManager:
     def cleanup(self, now_ms: int | None = None) -> int:
         """Retention over every log; segments deleted."""
         now = self._now_ms() if now_ms is None else now_ms
+        self._release_deleted(now)
         return sum(lg.delete_old_segments(now) for lg in list(self._logs.values()))
+
+    def _release_deleted(self, now_ms: int | None) -> None:
+        keep = []
+        for deadline, lg in self._deleted:
+            if now_ms is None or now_ms >= deadline:
+                lg.release_files()
+            else:
+                keep.append((deadline, lg))
+        self._deleted = keep
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms elapsed (and rolled segments not yet flushed); logs flushed."""
@@ -205,6 +218,7 @@ class LogManager:
             if d not in failed:
                 (d / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
                 _fsync_dir(d)
+        self._release_deleted(None)
         log.info("Log manager shut down (%d logs)", len(self._logs))
         self._logs.clear()
 

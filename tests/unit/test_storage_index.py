@@ -135,14 +135,15 @@ def test_leader_epoch_checkpoint(tmp_path: Path) -> None:
 
 def test_log_config_defaults_and_topic_configs() -> None:
     d = LogConfig()
-    assert (d.segment_bytes, d.retention_ms, d.retention_bytes, d.index_interval_bytes) == (1073741824, 604800000, -1, 4096)
+    assert (d.segment_bytes, d.retention_ms, d.retention_bytes) == (1073741824, 604800000, -1)
+    assert (d.index_interval_bytes, d.segment_index_bytes, d.max_message_bytes) == (4096, 10485760, 1048588)
     assert d.flush_messages == 2**63 - 1 and d.cleanup_policy == "delete" and d.delete_enabled
     c = LogConfig.from_topic_configs({"segment.bytes": "1048576", "retention.ms": "-1", "cleanup.policy": "compact",
                                       "message.timestamp.type": "LogAppendTime", "min.insync.replicas": "2"})
     assert c.segment_bytes == 1048576 and c.retention_ms == -1 and c.log_append_time
     assert c.compact_enabled and not c.delete_enabled
     assert LogConfig.from_topic_configs(c.to_topic_configs()) == c
-    with pytest.raises(ValueError, match="retention.bytes"):
+    with pytest.raises(ValueError, match=r"retention\.bytes"):
         LogConfig.from_topic_configs({"retention.bytes": "lots"})
     with pytest.raises(ValueError):
         LogConfig.from_topic_configs({"cleanup.policy": "shred"})

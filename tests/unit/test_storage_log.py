@@ -346,7 +346,7 @@ def test_retention_by_time_rolls_expired_active_segment(tmp_path: Path, clock: F
 
 def test_retention_by_time_respects_high_watermark(tmp_path: Path, clock: FakeClock) -> None:
     lg = open_log(tmp_path, clock, SMALL.replace(segment_bytes=200, retention_ms=10))
-    for i in range(6):
+    for _ in range(6):
         append(lg, make_batch(2, ts=1))
     bases = [s.base_offset for s in lg.segments]
     assert lg.delete_old_segments(clock.ms, high_watermark=bases[2]) == 2
@@ -444,7 +444,7 @@ def test_clean_close_and_reopen(tmp_path: Path, clock: FakeClock) -> None:
     lg.close()
     entries = [(s.offset_index.entries(), s.time_index.entries()) for s in lg.segments]
     assert entries[-1][1][-1] == (140, 79)  # close records the final max timestamp
-    for seg_entries, seg in zip(entries, lg.segments):
+    for seg_entries, seg in zip(entries, lg.segments, strict=True):
         assert seg.path(".index").stat().st_size == 8 * len(seg_entries[0])
         assert seg.path(".timeindex").stat().st_size == 12 * len(seg_entries[1])
     again = open_log(tmp_path, clock, cfg, recovery_point=80, clean_shutdown=True)

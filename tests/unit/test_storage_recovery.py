@@ -44,7 +44,7 @@ def clock() -> FakeClock:
 
 
 def last_log_file(path: Path) -> Path:
-    return sorted(path.glob("*.log"))[-1]
+    return max(path.glob("*.log"))
 
 
 def test_torn_tail_truncated_mid_batch(tmp_path: Path, clock: FakeClock) -> None:
@@ -108,7 +108,7 @@ def test_flipped_crc_byte_truncates_there_and_drops_later_segments(tmp_path: Pat
 def test_only_segments_from_the_recovery_point_are_rescanned(tmp_path: Path, clock: FakeClock,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "t-0"
-    _, bases = write_log(path, clock)
+    write_log(path, clock)
     scanned: list[int] = []
     real = loader_module.recover_segment
 
@@ -193,7 +193,7 @@ def test_manager_meta_properties(tmp_path: Path, clock: FakeClock) -> None:
     assert "version=0" in text and "broker.id=3" in text and "cluster.id=abc" in text
     m.shutdown()
     other = make_manager(tmp_path, clock, broker_id=4)
-    with pytest.raises(InconsistentMetadata, match="broker.id"):
+    with pytest.raises(InconsistentMetadata, match=r"broker\.id"):
         other.startup()
     same = make_manager(tmp_path, clock)
     same.startup()
@@ -238,8 +238,13 @@ def test_manager_restart_clean_and_unclean(tmp_path: Path, clock: FakeClock) -> 
     m.startup()
     assert m.get_log(("a-b.c", 1)).log_end_offset == 12  # type: ignore[union-attr]
     assert m.get_log(("x", 0)).log_end_offset == 12  # type: ignore[union-attr]
+    fd = m.get_log(("x", 0)).segments[0].fd  # type: ignore[union-attr]
     assert m.delete_log("x", 0) and m.get_log(("x", 0)) is None
     assert not any(p.name.startswith("x-0") for d in ("d1", "d2") for p in (tmp_path / d).iterdir())
+    os.fstat(fd)  # a queued sendfile may still use it
+    m.cleanup(clock.ms + CFG.file_delete_delay_ms)
+    with pytest.raises(OSError):
+        os.fstat(fd)
     m.shutdown()
 
 
@@ -247,7 +252,7 @@ def test_manager_cleanup_and_flush_due(tmp_path: Path, clock: FakeClock) -> None
     m = LogManager([tmp_path], CFG.replace(retention_ms=1000, flush_ms=500), clock)
     m.startup()
     lg = m.get_or_create_log("t", 0)
-    for i in range(25):
+    for _ in range(25):
         append(lg, make_batch(3, ts=clock.ms, value_size=40))
     assert m.flush_due(clock.ms) == 0 or lg.recovery_point == lg.active_segment.base_offset
     assert m.flush_due(clock.ms + 500) == 1 and lg.recovery_point == 75
