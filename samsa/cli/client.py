@@ -12,6 +12,7 @@ failures into one-line `CliError`s:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -142,20 +143,30 @@ def to_librdkafka(props: dict[str, str]) -> dict[str, str]:
 
 
 class ClientErrors:
-    """`error_cb` for a client: remembers why brokers could not be reached."""
+    """`error_cb` (and log sink) for a client: remembers why brokers could not be reached."""
+
+    _count = 0
 
     def __init__(self) -> None:
         self.transport: str | None = None
         self.all_down_since: float | None = None
         self.fatal: KafkaError | None = None
+        # How long to wait for the cluster: Kafka's default.api.timeout.ms when given, else 10 s.
+        self.timeout = DEFAULT_TIMEOUT_S
+        # librdkafka logs a broker's disconnects ("FAIL") without raising an error event when the
+        # connection was up; a dedicated silent logger lets us quote them.
+        ClientErrors._count += 1
+        self.logger = logging.getLogger(f"{_QUIET_LOGGER.name}.{ClientErrors._count}")
+        self.logger.propagate = False
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(_FailLogHandler(self))
 
     def __call__(self, err: KafkaError) -> None:
         code = err.code()
         if code in (KafkaError._TRANSPORT, KafkaError._RESOLVE, KafkaError._SSL, KafkaError._AUTHENTICATION):
             self.transport = _strip_broker_prefix(err.str())
-        elif code == KafkaError._ALL_BROKERS_DOWN:
-            if self.all_down_since is None:
-                self.all_down_since = time.monotonic()
+        elif code == KafkaError._ALL_BROKERS_DOWN and self.all_down_since is None:
+            self.all_down_since = time.monotonic()
         if err.fatal():
             self.fatal = err
 
@@ -163,21 +174,39 @@ class ClientErrors:
         self.all_down_since = None
 
 
+class _FailLogHandler(logging.Handler):
+    def __init__(self, sink: ClientErrors) -> None:
+        super().__init__()
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args
+        # confluent-kafka logs as logger.log(level, "%s [%s] %s", facility, client name, message)
+        if isinstance(args, tuple) and len(args) == 3 and args[0] == "FAIL":
+            self.sink.transport = _strip_broker_prefix(str(args[2]))
+
+
 def _strip_broker_prefix(message: str) -> str:
     # "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: Connection refused (after 0ms ...)"
+    message = re.sub(r"^\[thrd:[^\]]*\]: ", "", message)
     message = re.sub(r"^\S+/(?:bootstrap|\d+): ", "", message)
-    return re.sub(r" \(after \d+ms in state \w+\)$", "", message)
+    return re.sub(r" \(after \d+ms in state \w+.*\)$", "", message)
 
 
 def client_config(bootstrap: str | None, props: dict[str, str], errors: ClientErrors) -> dict[str, Any]:
     """librdkafka configuration: user properties, the bootstrap server, quiet logging, error capture."""
     conf: dict[str, Any] = dict(to_librdkafka(props))
+    if "default.api.timeout.ms" in props:
+        try:
+            errors.timeout = int(props["default.api.timeout.ms"]) / 1000.0
+        except ValueError:
+            raise CliError(f"invalid value for default.api.timeout.ms: {props['default.api.timeout.ms']!r}") from None
     if bootstrap:
         conf["bootstrap.servers"] = bootstrap
     if not conf.get("bootstrap.servers"):
         raise CliError("no bootstrap server given (use --bootstrap-server)", exit_code=2)
     conf["error_cb"] = errors
-    conf["logger"] = _QUIET_LOGGER
+    conf["logger"] = errors.logger
     return conf
 
 
@@ -199,10 +228,13 @@ def wait_for_cluster(
     client: _MetadataSource,
     errors: ClientErrors,
     bootstrap: str,
-    timeout: float = DEFAULT_TIMEOUT_S,
+    timeout: float | None = None,
     topic: str | None = None,
 ) -> Any:
-    """Fetch cluster metadata, failing with one sentence if no broker answers within `timeout`."""
+    """Fetch cluster metadata, failing with one sentence if no broker answers within `timeout`
+    (default: the client's `errors.timeout`)."""
+    if timeout is None:
+        timeout = errors.timeout
     deadline = time.monotonic() + timeout
     last: KafkaError | None = None
     while True:
@@ -225,10 +257,8 @@ def wait_for_cluster(
 
 
 def _serve_callbacks(client: _MetadataSource) -> None:
-    try:
+    with contextlib.suppress(RuntimeError, KafkaException):
         client.poll(0)
-    except (RuntimeError, KafkaException):
-        pass
 
 
 def result(fut: Future[T], timeout: float = DEFAULT_TIMEOUT_S, what: str = "request") -> T:

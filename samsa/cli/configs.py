@@ -32,14 +32,22 @@ def build_parser() -> ArgumentParser:
         description="Describe and alter topic and broker configs (like kafka-configs.sh).",
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The Kafka server to connect to.")
-    p.add_argument("--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client.")
+    p.add_argument(
+        "--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client."
+    )
     p.add_argument("--describe", action="store_true", help="List configs for the given entity.")
     p.add_argument("--alter", action="store_true", help="Alter the configuration for the entity.")
-    p.add_argument("--all", action="store_true", help="List all configs for the given entity, including static configs.")
+    p.add_argument(
+        "--all", action="store_true", help="List all configs for the given entity, including static configs."
+    )
     p.add_argument("--entity-type", metavar="TYPE", help="Type of entity (topics/brokers).")
     p.add_argument("--entity-name", metavar="NAME", help="Name of entity (topic name/broker id).")
-    p.add_argument("--entity-default", action="store_true", help="Default entity name for brokers (cluster-wide defaults).")
-    p.add_argument("--topic", metavar="TOPIC", help="The topic's name (same as --entity-type topics --entity-name TOPIC).")
+    p.add_argument(
+        "--entity-default", action="store_true", help="Default entity name for brokers (cluster-wide defaults)."
+    )
+    p.add_argument(
+        "--topic", metavar="TOPIC", help="The topic's name (same as --entity-type topics --entity-name TOPIC)."
+    )
     p.add_argument("--broker", metavar="ID", help="The broker's ID (same as --entity-type brokers --entity-name ID).")
     p.add_argument("--broker-defaults", action="store_true", help="The config defaults for all brokers.")
     p.add_argument(
@@ -79,7 +87,9 @@ def _validate_keys(keys: Any) -> None:
 
 def _entity(p: ArgumentParser, a: Any) -> tuple[str, str | None]:
     """(entity type, entity name); name "" is the broker default, None means every entity."""
-    shorthand = [t for t, given in (("topics", a.topic), ("brokers", a.broker), ("brokers", a.broker_defaults)) if given]
+    shorthand = [
+        t for t, given in (("topics", a.topic), ("brokers", a.broker), ("brokers", a.broker_defaults)) if given
+    ]
     if shorthand and (a.entity_type or a.entity_name or a.entity_default):
         p.error("--entity-{type,name,default} should not be used in conjunction with specific entity flags")
     if len(shorthand) > 1:
@@ -112,18 +122,25 @@ def run(argv: list[str]) -> int:
     if a.describe == a.alter:
         p.error("Command must include exactly one action: --describe, --alter")
     if a.describe and (a.add_config or a.add_config_file or a.delete_config):
-        p.error("Option \"[describe]\" can't be used with options \"[add-config]\", \"[add-config-file]\" or \"[delete-config]\"")
+        p.error(
+            'Option "[describe]" can\'t be used with options "[add-config]", "[add-config-file]" or "[delete-config]"'
+        )
     if not a.bootstrap_server:
         p.error("--bootstrap-server must be specified")
     etype, name = _entity(p, a)
     if a.alter:
         if name is None:
-            p.error("An entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
-                    if etype == "brokers" else f"An entity name must be specified with --alter of {etype}")
+            p.error(
+                "An entity-name or default entity must be specified with --alter of users, clients, brokers or ips"
+                if etype == "brokers"
+                else f"An entity name must be specified with --alter of {etype}"
+            )
         if a.add_config and a.add_config_file:
             p.error("Only one of --add-config or --add-config-file must be specified")
         if not (a.add_config or a.add_config_file or a.delete_config):
-            p.error("At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter")
+            p.error(
+                "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
+            )
 
     props = cl.load_properties(a.command_config) if a.command_config else {}
     errors = cl.ClientErrors()
@@ -131,9 +148,9 @@ def run(argv: list[str]) -> int:
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
     if a.alter:
         assert name is not None
-        _alter(admin, a, etype, name)
+        _alter(admin, a, etype, name, errors.timeout)
     else:
-        _describe(admin, md, etype, name, a.all)
+        _describe(admin, md, etype, name, a.all, errors.timeout)
     return 0
 
 
@@ -147,10 +164,10 @@ def _source_filter(etype: str, name: str) -> ConfigSource:
     return _DYNAMIC_SOURCE[etype]
 
 
-def _entries(admin: AdminClient, etype: str, name: str, describe_all: bool) -> list[ConfigEntry]:
+def _entries(admin: AdminClient, etype: str, name: str, describe_all: bool, timeout: float) -> list[ConfigEntry]:
     res = _resource(etype, name)
-    fut = admin.describe_configs([res], request_timeout=cl.DEFAULT_TIMEOUT_S)[res]
-    configs: dict[str, ConfigEntry] = cl.result(fut, what="config description")
+    fut = admin.describe_configs([res], request_timeout=timeout)[res]
+    configs: dict[str, ConfigEntry] = cl.result(fut, timeout, what="config description")
     wanted = None if describe_all else _source_filter(etype, name)
     return sorted((e for e in configs.values() if wanted is None or e.source == wanted), key=lambda e: e.name)
 
@@ -159,7 +176,7 @@ def _value(v: str | None) -> str:
     return "null" if v is None else v
 
 
-def _describe(admin: AdminClient, md: Any, etype: str, name: str | None, describe_all: bool) -> None:
+def _describe(admin: AdminClient, md: Any, etype: str, name: str | None, describe_all: bool, timeout: float) -> None:
     singular = etype[:-1]
     if name is not None:
         if not describe_all and name != "":
@@ -178,9 +195,11 @@ def _describe(admin: AdminClient, md: Any, etype: str, name: str | None, describ
             lines.append(f"Default configs for {etype} in the cluster are:")
         else:
             lines.append(f"{'All' if describe_all else 'Dynamic'} configs for {singular} {entity} are:")
-        for e in _entries(admin, etype, entity, describe_all):
+        for e in _entries(admin, etype, entity, describe_all, timeout):
             synonyms = ", ".join(f"{s.source.name}:{s.name}={_value(s.value)}" for s in _synonyms(e))
-            lines.append(f"  {e.name}={_value(e.value)} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
+            lines.append(
+                f"  {e.name}={_value(e.value)} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}"
+            )
     print("\n".join(lines))
 
 
@@ -191,14 +210,14 @@ def _synonyms(e: ConfigEntry) -> list[ConfigEntry]:
     return list(syn or [])
 
 
-def _alter(admin: AdminClient, a: Any, etype: str, name: str) -> None:
+def _alter(admin: AdminClient, a: Any, etype: str, name: str, timeout: float) -> None:
     to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
     if a.add_config:
         to_set.update(parse_add_config(a.add_config))
     _validate_keys(to_set)
     to_delete = parse_delete_config(a.delete_config)
     if to_delete:
-        current = {e.name for e in _entries(admin, etype, name, describe_all=False)}
+        current = {e.name for e in _entries(admin, etype, name, False, timeout)}
         missing = [k for k in to_delete if k not in current]
         if missing:
             raise CliError("Invalid config(s): " + ",".join(missing))
@@ -206,8 +225,8 @@ def _alter(admin: AdminClient, a: Any, etype: str, name: str) -> None:
     ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
     res = _resource(etype, name)
     res.incremental_configs = ops
-    fut = admin.incremental_alter_configs([res], request_timeout=cl.DEFAULT_TIMEOUT_S)
-    cl.result(next(iter(fut.values())), what="config update")
+    fut = admin.incremental_alter_configs([res], request_timeout=timeout)
+    cl.result(next(iter(fut.values())), timeout, what="config update")
     if name:
         print(f"Completed updating config for {etype[:-1]} {name}.")
     else:

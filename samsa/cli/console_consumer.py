@@ -10,6 +10,7 @@ of N messages" goes to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import sys
@@ -38,12 +39,15 @@ def build_parser() -> ArgumentParser:
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--topic", metavar="TOPIC", help="The topic to consume from.")
-    p.add_argument("--include", metavar="REGEX", help="Regular expression specifying list of topics to include for consumption.")
+    p.add_argument(
+        "--include", metavar="REGEX", help="Regular expression specifying list of topics to include for consumption."
+    )
     p.add_argument(
         "--partition",
         type=int,
         metavar="N",
-        help="The partition to consume from. Consumption starts from the end of the partition unless '--offset' is specified.",
+        help="The partition to consume from. Consumption starts from the end of the partition "
+        "unless '--offset' is specified.",
     )
     p.add_argument(
         "--offset",
@@ -51,10 +55,23 @@ def build_parser() -> ArgumentParser:
         help="The offset to consume from (a non-negative number), or 'earliest' which means from beginning, "
         "or 'latest' which means from end (default: latest).",
     )
-    p.add_argument("--from-beginning", action="store_true", help="Start with the earliest message present in the log rather than the latest message.")
-    p.add_argument("--max-messages", type=int, metavar="N", help="The maximum number of messages to consume before exiting.")
-    p.add_argument("--timeout-ms", type=int, metavar="MS", help="If specified, exit if no message is available for consumption for the specified interval.")
-    p.add_argument("--group", metavar="GROUP", help="The consumer group id of the consumer (joins the group and subscribes).")
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="Start with the earliest message present in the log rather than the latest message.",
+    )
+    p.add_argument(
+        "--max-messages", type=int, metavar="N", help="The maximum number of messages to consume before exiting."
+    )
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        metavar="MS",
+        help="If specified, exit if no message is available for consumption for the specified interval.",
+    )
+    p.add_argument(
+        "--group", metavar="GROUP", help="The consumer group id of the consumer (joins the group and subscribes)."
+    )
     p.add_argument(
         "--property",
         "--formatter-property",
@@ -81,10 +98,22 @@ def build_parser() -> ArgumentParser:
         metavar="FILE",
         help="Consumer properties file (--consumer-property wins).",
     )
-    p.add_argument("--isolation-level", choices=("read_committed", "read_uncommitted"), help="read_committed hides aborted and open transactions (default read_uncommitted).")
-    p.add_argument("--skip-message-on-error", action="store_true", help="If there is an error when processing a message, skip it instead of halting.")
-    p.add_argument("--key-deserializer", metavar="CLASS", help="Accepted for compatibility; keys are printed as UTF-8 text.")
-    p.add_argument("--value-deserializer", metavar="CLASS", help="Accepted for compatibility; values are printed as UTF-8 text.")
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_committed", "read_uncommitted"),
+        help="read_committed hides aborted and open transactions (default read_uncommitted).",
+    )
+    p.add_argument(
+        "--skip-message-on-error",
+        action="store_true",
+        help="If there is an error when processing a message, skip it instead of halting.",
+    )
+    p.add_argument(
+        "--key-deserializer", metavar="CLASS", help="Accepted for compatibility; keys are printed as UTF-8 text."
+    )
+    p.add_argument(
+        "--value-deserializer", metavar="CLASS", help="Accepted for compatibility; values are printed as UTF-8 text."
+    )
     p.add_argument("--enable-systest-events", action="store_true", help="Accepted for compatibility; ignored.")
     return p
 
@@ -133,9 +162,7 @@ class Formatter:
             column(f"Offset:{msg.offset()}", 2)
         if self.headers:
             hdrs = msg.headers() or []
-            text = (
-                self.headers_separator.join(f"{k}:{self._text(v)}" for k, v in hdrs) if hdrs else "NO_HEADERS"
-            )
+            text = self.headers_separator.join(f"{k}:{self._text(v)}" for k, v in hdrs) if hdrs else "NO_HEADERS"
             column(text, 3)
         if self.key:
             column(self._text(msg.key()), 4)
@@ -159,7 +186,8 @@ def parse_offset(text: str | None, from_beginning: bool) -> int:
         value = -1
     if value < 0:
         raise CliError(
-            f"The provided offset value '{text}' is incorrect. Valid values are 'earliest', 'latest', or a non-negative long.",
+            f"The provided offset value '{text}' is incorrect. "
+            "Valid values are 'earliest', 'latest', or a non-negative long.",
             exit_code=2,
         )
     return value
@@ -168,7 +196,11 @@ def parse_offset(text: str | None, from_beginning: bool) -> int:
 def _check_args(p: ArgumentParser, a: Any, consumer_props: dict[str, str]) -> str | None:
     """Kafka's option checks; returns the group id to use (None: no group)."""
     if bool(a.topic) == bool(a.include):
-        p.error("Exactly one of whitelist/topic is required." if not a.topic else "Option [topic] can't be used with option [include]")
+        p.error(
+            "Exactly one of whitelist/topic is required."
+            if not a.topic
+            else "Option [topic] can't be used with option [include]"
+        )
     if a.partition is not None:
         if not a.topic:
             p.error("The topic is required when partition is specified.")
@@ -184,13 +216,16 @@ def _check_args(p: ArgumentParser, a: Any, consumer_props: dict[str, str]) -> st
     if len(groups) > 1:
         p.error(
             "The group ids provided in different places (directly using '--group', via '--consumer-property', "
-            "or via '--consumer.config') do not match. Detected group ids: " + ", ".join(f"'{g}'" for g in sorted(groups))
+            "or via '--consumer.config') do not match. Detected group ids: "
+            + ", ".join(f"'{g}'" for g in sorted(groups))
         )
     if groups and a.partition is not None:
         p.error("Options group and partition cannot be specified together.")
     reset = consumer_props.get("auto.offset.reset")
     if reset is not None and a.from_beginning and reset != "earliest":
-        raise CliError(f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', please remove one option")
+        raise CliError(
+            f"Can't simultaneously specify --from-beginning and 'auto.offset.reset={reset}', please remove one option"
+        )
     return next(iter(groups)) if groups else None
 
 
@@ -240,10 +275,8 @@ def run(argv: list[str]) -> int:
     except KeyboardInterrupt:
         exit_code = 130
     finally:
-        try:
+        with contextlib.suppress(Exception):  # closing must not hide the real outcome
             consumer.close()
-        except Exception:  # noqa: BLE001 - closing must not hide the real outcome
-            pass
         print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
     return exit_code
 
@@ -273,7 +306,9 @@ def _assign(consumer: Consumer, errors: cl.ClientErrors, a: Any, md: Any, start:
         partitions = sorted(md.topics[topic].partitions)
         if a.partition is not None:
             if a.partition not in partitions:
-                raise CliError(f"Partition {a.partition} does not exist in topic {topic} ({len(partitions)} partitions)")
+                raise CliError(
+                    f"Partition {a.partition} does not exist in topic {topic} ({len(partitions)} partitions)"
+                )
             partitions = [a.partition]
         assignment += [TopicPartition(topic, pid, start) for pid in partitions]
     consumer.assign(assignment)
@@ -299,7 +334,9 @@ def _consume(consumer: Consumer, formatter: Formatter, a: Any, timeout_s: float 
                     print(f"Error processing message, skipping this message: {cl.error_message(err)}", file=sys.stderr)
                     continue
                 _write(out, chunks)
-                print(f"Error processing message, terminating consumer process: {cl.error_message(err)}", file=sys.stderr)
+                print(
+                    f"Error processing message, terminating consumer process: {cl.error_message(err)}", file=sys.stderr
+                )
                 return count, 1
             chunks.append(formatter.format(msg))
             count += 1

@@ -32,7 +32,9 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--broker-list", metavar="SERVERS", help="DEPRECATED, use --bootstrap-server instead.")
     p.add_argument("--topic", metavar="TOPIC", help="REQUIRED: The topic to produce messages to.")
-    p.add_argument("--sync", action="store_true", help="Send each message synchronously, waiting for its acknowledgement.")
+    p.add_argument(
+        "--sync", action="store_true", help="Send each message synchronously, waiting for its acknowledgement."
+    )
     p.add_argument(
         "--compression-codec",
         nargs="?",
@@ -43,11 +45,22 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--batch-size", type=int, metavar="SIZE", help="batch.size in bytes (default 16384).")
     p.add_argument("--message-send-max-retries", type=int, metavar="N", help="retries (default 3).")
     p.add_argument("--retry-backoff-ms", type=int, metavar="MS", help="retry.backoff.ms (default 100).")
-    p.add_argument("--timeout", type=int, metavar="MS", help="linger.ms: how long a message waits for a batch to fill (default 1000).")
-    p.add_argument("--request-required-acks", metavar="ACKS", help="The required acks of the producer requests (default -1).")
-    p.add_argument("--request-timeout-ms", type=int, metavar="MS", help="The ack timeout of the producer requests (default 1500).")
+    p.add_argument(
+        "--timeout",
+        type=int,
+        metavar="MS",
+        help="linger.ms: how long a message waits for a batch to fill (default 1000).",
+    )
+    p.add_argument(
+        "--request-required-acks", metavar="ACKS", help="The required acks of the producer requests (default -1)."
+    )
+    p.add_argument(
+        "--request-timeout-ms", type=int, metavar="MS", help="The ack timeout of the producer requests (default 1500)."
+    )
     p.add_argument("--metadata-expiry-ms", type=int, metavar="MS", help="metadata.max.age.ms (default 300000).")
-    p.add_argument("--max-block-ms", type=int, metavar="MS", help="Accepted for compatibility; librdkafka does not block on send.")
+    p.add_argument(
+        "--max-block-ms", type=int, metavar="MS", help="Accepted for compatibility; librdkafka does not block on send."
+    )
     p.add_argument("--max-memory-bytes", type=int, metavar="BYTES", help="buffer.memory (default 33554432).")
     p.add_argument("--max-partition-memory-bytes", type=int, metavar="BYTES", help="batch.size in bytes.")
     p.add_argument("--socket-buffer-size", type=int, metavar="SIZE", help="send.buffer.bytes (default 102400).")
@@ -59,8 +72,15 @@ def build_parser() -> ArgumentParser:
         "headers.separator, headers.key.separator, null.marker, ignore.error.",
     )
     p.add_argument("--reader-config", metavar="FILE", help="Properties file for the line reader (--property wins).")
-    p.add_argument("--producer-property", action="append", metavar="KEY=VALUE", help="A producer property (repeatable).")
-    p.add_argument("--producer.config", dest="producer_config", metavar="FILE", help="Producer properties file (--producer-property wins).")
+    p.add_argument(
+        "--producer-property", action="append", metavar="KEY=VALUE", help="A producer property (repeatable)."
+    )
+    p.add_argument(
+        "--producer.config",
+        dest="producer_config",
+        metavar="FILE",
+        help="Producer properties file (--producer-property wins).",
+    )
     p.add_argument("--line-reader", metavar="CLASS", help="Only the default line reader is supported.")
     return p
 
@@ -147,7 +167,9 @@ class LineReader:
                 raise CliError(f"No header key separator found in pair '{pair}' on line number {self.line_number}")
             hkey = pair[:i]
             if hkey == self.null_marker:
-                raise CliError(f"Header keys should not be equal to the null marker '{self.null_marker}' as they can't be null")
+                raise CliError(
+                    f"Header keys should not be equal to the null marker '{self.null_marker}' as they can't be null"
+                )
             out.append((hkey, self._bytes(pair[i + len(self.headers_key_separator) :])))
         return out
 
@@ -176,7 +198,9 @@ def producer_properties(a: Any) -> dict[str, str]:
     merge("retry.backoff.ms", a.retry_backoff_ms, 100)
     merge("send.buffer.bytes", a.socket_buffer_size, None)
     merge("buffer.memory", a.max_memory_bytes, None)
-    merge("batch.size", a.max_partition_memory_bytes if a.max_partition_memory_bytes is not None else a.batch_size, 16384)
+    merge(
+        "batch.size", a.max_partition_memory_bytes if a.max_partition_memory_bytes is not None else a.batch_size, 16384
+    )
     merge("metadata.max.age.ms", a.metadata_expiry_ms, None)
     return props
 
@@ -229,11 +253,16 @@ def run(argv: list[str]) -> int:
     a = p.parse_args(argv)
     bootstrap = a.bootstrap_server or a.broker_list
     if not bootstrap:
-        p.error("Missing required argument \"[bootstrap-server]\"")
+        p.error('Missing required argument "[bootstrap-server]"')
     if not a.topic:
-        p.error("Missing required argument \"[topic]\"")
-    if a.line_reader and a.line_reader not in ("kafka.tools.LineMessageReader", "org.apache.kafka.tools.LineMessageReader"):
-        raise CliError(f"unsupported --line-reader {a.line_reader!r}: only the default line reader is available", exit_code=2)
+        p.error('Missing required argument "[topic]"')
+    if a.line_reader and a.line_reader not in (
+        "kafka.tools.LineMessageReader",
+        "org.apache.kafka.tools.LineMessageReader",
+    ):
+        raise CliError(
+            f"unsupported --line-reader {a.line_reader!r}: only the default line reader is available", exit_code=2
+        )
     reader_props = cl.load_properties(a.reader_config) if a.reader_config else {}
     reader_props.update(parse_properties(a.property, "--property"))
     reader = LineReader.from_properties(reader_props)

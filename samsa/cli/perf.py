@@ -30,10 +30,12 @@ _PAYLOAD_POOL = 64  # distinct random payloads cycled through (Kafka draws fresh
 
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print("usage: samsa perf {produce,consume} [ARGS ...]\n\n"
-              "  produce   producer performance test (like kafka-producer-perf-test.sh)\n"
-              "  consume   consumer performance test (like kafka-consumer-perf-test.sh)\n\n"
-              "Run `samsa perf produce --help` or `samsa perf consume --help` for options.")
+        print(
+            "usage: samsa perf {produce,consume} [ARGS ...]\n\n"
+            "  produce   producer performance test (like kafka-producer-perf-test.sh)\n"
+            "  consume   consumer performance test (like kafka-consumer-perf-test.sh)\n\n"
+            "Run `samsa perf produce --help` or `samsa perf consume --help` for options."
+        )
         return 0 if argv else 2
     mode, rest = argv[0], argv[1:]
     if mode in ("produce", "producer"):
@@ -67,12 +69,23 @@ def producer_parser() -> ArgumentParser:
         description="This tool is used to verify the producer performance (like kafka-producer-perf-test.sh).",
     )
     p.add_argument("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
-    p.add_argument("--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of messages to produce")
+    p.add_argument(
+        "--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of messages to produce"
+    )
     payload = p.add_mutually_exclusive_group(required=True)
     payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="message size in bytes")
-    payload.add_argument("--payload-file", metavar="PAYLOAD-FILE", help="file to read the message payloads from (UTF-8 text)")
-    payload.add_argument("--payload-monotonic", action="store_true", help="payload is a monotonically increasing integer")
-    p.add_argument("--payload-delimiter", default="\\n", metavar="PAYLOAD-DELIMITER", help="delimiter of payloads in --payload-file (default: \\n)")
+    payload.add_argument(
+        "--payload-file", metavar="PAYLOAD-FILE", help="file to read the message payloads from (UTF-8 text)"
+    )
+    payload.add_argument(
+        "--payload-monotonic", action="store_true", help="payload is a monotonically increasing integer"
+    )
+    p.add_argument(
+        "--payload-delimiter",
+        default="\\n",
+        metavar="PAYLOAD-DELIMITER",
+        help="delimiter of payloads in --payload-file (default: \\n)",
+    )
     p.add_argument(
         "--throughput",
         required=True,
@@ -80,13 +93,30 @@ def producer_parser() -> ArgumentParser:
         metavar="THROUGHPUT",
         help="throttle maximum message throughput to *approximately* THROUGHPUT messages/sec. -1 disables throttling.",
     )
-    p.add_argument("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE", help="producer configuration properties like bootstrap.servers,client.id etc.")
-    p.add_argument("--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file.")
-    p.add_argument("--bootstrap-server", metavar="SERVER", help="The server(s) to connect to (overrides bootstrap.servers).")
+    p.add_argument(
+        "--producer-props",
+        nargs="+",
+        metavar="PROP-NAME=PROP-VALUE",
+        help="producer configuration properties like bootstrap.servers,client.id etc.",
+    )
+    p.add_argument(
+        "--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file."
+    )
+    p.add_argument(
+        "--bootstrap-server", metavar="SERVER", help="The server(s) to connect to (overrides bootstrap.servers)."
+    )
     p.add_argument("--print-metrics", action="store_true", help="print librdkafka statistics at the end of the test.")
     p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="The transactional id to use.")
-    p.add_argument("--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION", help="The max age of each transaction.")
-    p.add_argument("--warmup-records", type=int, default=0, metavar="WARMUP-RECORDS", help="The number of records to treat as warmup (default: 0).")
+    p.add_argument(
+        "--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION", help="The max age of each transaction."
+    )
+    p.add_argument(
+        "--warmup-records",
+        type=int,
+        default=0,
+        metavar="WARMUP-RECORDS",
+        help="The number of records to treat as warmup (default: 0).",
+    )
     return p
 
 
@@ -174,7 +204,11 @@ class _Delivery:
         if err is not None:
             self.failed += 1
             if self.failed <= 5:
-                print(f"Error when sending message to topic {msg.topic()}: {cl.error_message(err)}", file=sys.stderr, flush=True)
+                print(
+                    f"Error when sending message to topic {msg.topic()}: {cl.error_message(err)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return
         now = time.monotonic()
         latency = int((msg.latency() or 0.0) * 1000)
@@ -192,7 +226,8 @@ def _payloads(a: Any) -> list[bytes] | None:
     if a.payload_file:
         delim = "\n" if a.payload_delimiter == "\\n" else a.payload_delimiter
         try:
-            text = open(a.payload_file, encoding="utf-8").read()
+            with open(a.payload_file, encoding="utf-8") as f:
+                text = f.read()
         except OSError as e:
             raise CliError(f"cannot read {a.payload_file}: {e.strerror or e}") from None
         print(f"Reading payloads from: {a.payload_file}")
@@ -232,7 +267,10 @@ def run_producer(argv: list[str]) -> int:
     if a.warmup_records < 0:
         a.warmup_records = 0
     if a.warmup_records >= a.num_records:
-        p.error("The value for --warmup-records must be strictly fewer than the number of records in the test, --num-records.")
+        p.error(
+            "The value for --warmup-records must be strictly fewer than the number of records in the test, "
+            "--num-records."
+        )
     if a.record_size is not None and a.record_size <= 0:
         p.error("--record-size should be greater than zero")
     if not a.producer_props and not a.producer_config and not a.bootstrap_server:
@@ -253,10 +291,12 @@ def run_producer(argv: list[str]) -> int:
     producer = cl.make_client(Producer, conf)
     cl.wait_for_cluster(producer, errors, bootstrap)
     if transactional:
-        _txn(producer.init_transactions, cl.DEFAULT_TIMEOUT_S)
+        _txn(producer.init_transactions, errors.timeout)
 
     if a.warmup_records > 0:
-        print(f"Warmup first {a.warmup_records} records. Steady state results will print after the complete test summary.")
+        print(
+            f"Warmup first {a.warmup_records} records. Steady state results will print after the complete test summary."
+        )
     stats = ProducerStats(a.num_records)
     delivery = _Delivery(stats, a.warmup_records, a.num_records)
     produce = producer.produce
@@ -339,18 +379,55 @@ def consumer_parser() -> ArgumentParser:
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--topic", metavar="TOPIC", help="The topic to consume from.")
-    p.add_argument("--include", metavar="REGEX", help="Regular expression specifying list of topics to include for consumption.")
-    p.add_argument("--group", metavar="GID", help="The group id to consume on (joins a consumer group; without it partitions are assigned directly).")
-    p.add_argument("--fetch-size", type=int, default=1024 * 1024, metavar="SIZE", help="The amount of data to fetch in a single request.")
-    p.add_argument("--from-latest", action="store_true", help="Start with the latest message present in the log rather than the earliest message.")
-    p.add_argument("--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="SIZE", help="The size of the tcp RECV size.")
+    p.add_argument(
+        "--include", metavar="REGEX", help="Regular expression specifying list of topics to include for consumption."
+    )
+    p.add_argument(
+        "--group",
+        metavar="GID",
+        help="The group id to consume on (joins a consumer group; without it partitions are assigned directly).",
+    )
+    p.add_argument(
+        "--fetch-size",
+        type=int,
+        default=1024 * 1024,
+        metavar="SIZE",
+        help="The amount of data to fetch in a single request.",
+    )
+    p.add_argument(
+        "--from-latest",
+        action="store_true",
+        help="Start with the latest message present in the log rather than the earliest message.",
+    )
+    p.add_argument(
+        "--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="SIZE", help="The size of the tcp RECV size."
+    )
     p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="Consumer config properties file.")
     p.add_argument("--print-metrics", action="store_true", help="Accepted for compatibility; ignored.")
-    p.add_argument("--show-detailed-stats", action="store_true", help="If set, stats are reported for each reporting interval.")
-    p.add_argument("--timeout", type=int, default=10_000, metavar="MS", help="The maximum allowed time in milliseconds between returned records.")
+    p.add_argument(
+        "--show-detailed-stats", action="store_true", help="If set, stats are reported for each reporting interval."
+    )
+    p.add_argument(
+        "--timeout",
+        type=int,
+        default=10_000,
+        metavar="MS",
+        help="The maximum allowed time in milliseconds between returned records.",
+    )
     p.add_argument("--messages", type=int, metavar="COUNT", help="REQUIRED: The number of messages to consume.")
-    p.add_argument("--reporting-interval", type=int, default=5000, metavar="INTERVAL_MS", help="Interval in milliseconds at which to print progress info.")
-    p.add_argument("--date-format", default="yyyy-MM-dd HH:mm:ss:SSS", metavar="FORMAT", help="The date format to use for formatting the time field (java.text.SimpleDateFormat).")
+    p.add_argument(
+        "--reporting-interval",
+        type=int,
+        default=5000,
+        metavar="INTERVAL_MS",
+        help="Interval in milliseconds at which to print progress info.",
+    )
+    p.add_argument(
+        "--date-format",
+        default="yyyy-MM-dd HH:mm:ss:SSS",
+        metavar="FORMAT",
+        help="The date format to use for formatting the time field (java.text.SimpleDateFormat).",
+    )
     p.add_argument("--hide-header", action="store_true", help="If set, skips printing the header for the stats")
     return p
 
@@ -425,6 +502,7 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
     start_ms = int(time.time() * 1000)
     join = {"ms": 0, "round": 0, "start": time.monotonic(), "assigned": False}
     if a.group:
+
         def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
             if not join["assigned"]:
                 elapsed = int((time.monotonic() - join["start"]) * 1000)
@@ -436,7 +514,9 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
             join["assigned"] = False
             join["start"] = time.monotonic()
 
-        consumer.subscribe([a.topic] if a.topic else ["^" + a.include.lstrip("^")], on_assign=on_assign, on_revoke=on_revoke)
+        consumer.subscribe(
+            [a.topic] if a.topic else ["^" + a.include.lstrip("^")], on_assign=on_assign, on_revoke=on_revoke
+        )
     else:
         if a.topic:
             topics = [a.topic] if a.topic in md.topics else []
@@ -480,22 +560,46 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
         fetch_ms = (end_ms - start_ms) - join["ms"]
         mb = bytes_read / (1024 * 1024)
         print(
-            f"{format_java_date(a.date_format, start_ms)}, {format_java_date(a.date_format, end_ms)}, "
-            f"{_jf(mb, 4)}, {_jf(_div(mb, elapsed_s), 4)}, {messages}, {_jf(_div(messages, elapsed_s), 4)}, "
-            f"{join['ms']}, {fetch_ms}, {_jf(_div(mb, fetch_ms / 1000.0), 4)}, {_jf(_div(messages, fetch_ms / 1000.0), 4)}"
+            _csv(
+                format_java_date(a.date_format, start_ms),
+                format_java_date(a.date_format, end_ms),
+                _jf(mb, 4),
+                _jf(_div(mb, elapsed_s), 4),
+                messages,
+                _jf(_div(messages, elapsed_s), 4),
+                join["ms"],
+                fetch_ms,
+                _jf(_div(mb, fetch_ms / 1000.0), 4),
+                _jf(_div(messages, fetch_ms / 1000.0), 4),
+            )
         )
     return 0
 
 
-def _progress(a: Any, bytes_read: int, last_bytes: int, messages: int, last_messages: int, start_ms: int, end_ms: int, join_round: int) -> None:
+def _csv(*values: object) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _progress(
+    a: Any, bytes_read: int, last_bytes: int, messages: int, last_messages: int, start_ms: int, end_ms: int, join: int
+) -> None:
+    """Kafka's --show-detailed-stats line for one reporting interval."""
     elapsed = float(end_ms - start_ms)
-    total_mb = bytes_read / (1024 * 1024)
     interval_mb = (bytes_read - last_bytes) / (1024 * 1024)
-    fetch_ms = end_ms - start_ms - join_round
+    interval_msgs = messages - last_messages
+    fetch_ms = end_ms - start_ms - join
     print(
-        f"{format_java_date(a.date_format, end_ms)}, 0, {_jf(total_mb, 4)}, {_jf(_div(1000.0 * interval_mb, elapsed), 4)}, "
-        f"{messages}, {_jf(_div(messages - last_messages, elapsed) * 1000.0, 4)}, {join_round}, {fetch_ms}, "
-        f"{_jf(0.0 if fetch_ms <= 0 else 1000.0 * interval_mb / fetch_ms, 4)}, "
-        f"{_jf(0.0 if fetch_ms <= 0 else 1000.0 * (messages - last_messages) / fetch_ms, 4)}",
+        _csv(
+            format_java_date(a.date_format, end_ms),
+            0,
+            _jf(bytes_read / (1024 * 1024), 4),
+            _jf(_div(1000.0 * interval_mb, elapsed), 4),
+            messages,
+            _jf(_div(interval_msgs, elapsed) * 1000.0, 4),
+            join,
+            fetch_ms,
+            _jf(0.0 if fetch_ms <= 0 else 1000.0 * interval_mb / fetch_ms, 4),
+            _jf(0.0 if fetch_ms <= 0 else 1000.0 * interval_msgs / fetch_ms, 4),
+        ),
         flush=True,
     )

@@ -20,7 +20,12 @@ from samsa.cli import client as cl
 from samsa.cli.common import ArgumentParser, CliError
 
 _ACTIONS = ("create", "list", "alter", "describe", "delete")
-_REPORTS = ("under_replicated_partitions", "unavailable_partitions", "under_min_isr_partitions", "at_min_isr_partitions")
+_REPORTS = (
+    "under_replicated_partitions",
+    "unavailable_partitions",
+    "under_min_isr_partitions",
+    "at_min_isr_partitions",
+)
 
 
 def build_parser() -> ArgumentParser:
@@ -29,7 +34,9 @@ def build_parser() -> ArgumentParser:
         description="Create, delete, describe, or change a topic (like kafka-topics.sh).",
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The Kafka server to connect to.")
-    p.add_argument("--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client.")
+    p.add_argument(
+        "--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client."
+    )
     p.add_argument("--list", action="store_true", help="List all available topics.")
     p.add_argument("--create", action="store_true", help="Create a new topic.")
     p.add_argument("--delete", action="store_true", help="Delete a topic.")
@@ -48,22 +55,61 @@ def build_parser() -> ArgumentParser:
         metavar="NAME=VALUE",
         help="A topic configuration override for the topic being created (repeatable).",
     )
-    p.add_argument("--partitions", type=int, metavar="N", help="The number of partitions for the topic being created or altered.")
-    p.add_argument("--replication-factor", type=int, metavar="N", help="The replication factor for each partition in the topic being created.")
+    p.add_argument(
+        "--partitions", type=int, metavar="N", help="The number of partitions for the topic being created or altered."
+    )
+    p.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="N",
+        help="The replication factor for each partition in the topic being created.",
+    )
     p.add_argument(
         "--replica-assignment",
         metavar="B1:B2,B3:B4,...",
         help="A list of manual partition-to-broker assignments for the topic being created or altered.",
     )
-    p.add_argument("--under-replicated-partitions", action="store_true", help="If set when describing topics, only show under-replicated partitions.")
-    p.add_argument("--unavailable-partitions", action="store_true", help="If set when describing topics, only show partitions whose leader is not available.")
-    p.add_argument("--under-min-isr-partitions", action="store_true", help="If set when describing topics, only show partitions whose isr count is less than the configured minimum.")
-    p.add_argument("--at-min-isr-partitions", action="store_true", help="If set when describing topics, only show partitions whose isr count is equal to the configured minimum.")
-    p.add_argument("--topics-with-overrides", action="store_true", help="If set when describing topics, only show topics that have overridden configs.")
-    p.add_argument("--if-exists", action="store_true", help="If set when altering or deleting or describing topics, the action will only execute if the topic exists.")
-    p.add_argument("--if-not-exists", action="store_true", help="If set when creating topics, the action will only execute if the topic does not already exist.")
-    p.add_argument("--exclude-internal", action="store_true", help="Exclude internal topics when listing or describing topics.")
-    p.add_argument("--partition-size-limit-per-response", type=int, metavar="N", help="Accepted for compatibility; ignored.")
+    p.add_argument(
+        "--under-replicated-partitions",
+        action="store_true",
+        help="If set when describing topics, only show under-replicated partitions.",
+    )
+    p.add_argument(
+        "--unavailable-partitions",
+        action="store_true",
+        help="If set when describing topics, only show partitions whose leader is not available.",
+    )
+    p.add_argument(
+        "--under-min-isr-partitions",
+        action="store_true",
+        help="If set when describing topics, only show partitions whose isr count is less than the configured minimum.",
+    )
+    p.add_argument(
+        "--at-min-isr-partitions",
+        action="store_true",
+        help="If set when describing topics, only show partitions whose isr count is equal to the configured minimum.",
+    )
+    p.add_argument(
+        "--topics-with-overrides",
+        action="store_true",
+        help="If set when describing topics, only show topics that have overridden configs.",
+    )
+    p.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="If set when altering or deleting or describing topics, the action will only execute if the topic exists.",
+    )
+    p.add_argument(
+        "--if-not-exists",
+        action="store_true",
+        help="If set when creating topics, the action will only execute if the topic does not already exist.",
+    )
+    p.add_argument(
+        "--exclude-internal", action="store_true", help="Exclude internal topics when listing or describing topics."
+    )
+    p.add_argument(
+        "--partition-size-limit-per-response", type=int, metavar="N", help="Accepted for compatibility; ignored."
+    )
     return p
 
 
@@ -77,13 +123,15 @@ def _check_args(p: ArgumentParser, a: argparse.Namespace) -> None:
     if action not in ("list", "describe") and not a.topic:
         p.error('Missing required argument "[topic]"')
     if action == "alter" and a.partitions is None:
-        p.error("Missing required argument \"[partitions]\"")
+        p.error('Missing required argument "[partitions]"')
     if action == "alter" and a.config:
-        p.error("Option \"[config]\" can't be used with option \"[alter]\" (To alter topic configurations, use samsa configs.)")
+        p.error(
+            'Option "[config]" can\'t be used with option "[alter]" (To alter topic configurations, use samsa configs.)'
+        )
 
     def only(flag: str, allowed: tuple[str, ...]) -> None:
         if action not in allowed:
-            p.error(f"Option \"[{flag}]\" can't be used with option \"[{action}]\"")
+            p.error(f'Option "[{flag}]" can\'t be used with option "[{action}]"')
 
     if a.config:
         only("config", ("create",))
@@ -94,12 +142,14 @@ def _check_args(p: ArgumentParser, a: argparse.Namespace) -> None:
     if a.replica_assignment:
         only("replica-assignment", ("create", "alter"))
         if action == "create" and (a.partitions is not None or a.replication_factor is not None):
-            p.error("Option \"[replica-assignment]\" can't be used with options \"[partitions]\" or \"[replication-factor]\"")
+            p.error(
+                'Option "[replica-assignment]" can\'t be used with options "[partitions]" or "[replication-factor]"'
+            )
     for report in _REPORTS:
         if getattr(a, report):
             only(report.replace("_", "-"), ("describe",))
             if a.topics_with_overrides:
-                p.error(f"Option \"[{report.replace('_', '-')}]\" can't be used with option \"[topics-with-overrides]\"")
+                p.error(f'Option "[{report.replace("_", "-")}]" can\'t be used with option "[topics-with-overrides]"')
     if a.topics_with_overrides:
         only("topics-with-overrides", ("describe",))
     if a.if_exists:
@@ -123,7 +173,7 @@ def run(argv: list[str]) -> int:
     errors = cl.ClientErrors()
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
-    service = _TopicService(admin, md)
+    service = _TopicService(admin, md, errors.timeout)
     if a.create:
         service.create(a)
     elif a.list:
@@ -183,10 +233,10 @@ def _error_text(err: KafkaError, topic: str) -> str:
 
 
 class _TopicService:
-    def __init__(self, admin: AdminClient, md: Any) -> None:
+    def __init__(self, admin: AdminClient, md: Any, timeout: float) -> None:
         self.admin = admin
         self.md = md
-        self.timeout = cl.DEFAULT_TIMEOUT_S
+        self.timeout = timeout
 
     def _wait(self, fut: Any, topic: str, what: str) -> Any:
         try:
@@ -330,7 +380,9 @@ class _TopicService:
         described = self._describe_topics(names) if names else {}
         return [n for n, (tid, _) in described.items() if tid == topic_id]
 
-    def _describe_topics(self, names: list[str]) -> dict[str, tuple[str | None, list[tuple[int, int | None, list[int], list[int]]]]]:
+    def _describe_topics(
+        self, names: list[str]
+    ) -> dict[str, tuple[str | None, list[tuple[int, int | None, list[int], list[int]]]]]:
         """name → (topic id or None, [(partition, leader, replicas, isr)]) sorted by partition."""
         out: dict[str, tuple[str | None, list[tuple[int, int | None, list[int], list[int]]]]] = {}
         try:
@@ -358,7 +410,8 @@ class _TopicService:
             if tm is None:
                 continue
             parts = sorted(
-                (p.id, p.leader if p.leader >= 0 else None, list(p.replicas), list(p.isrs)) for p in tm.partitions.values()
+                (p.id, p.leader if p.leader >= 0 else None, list(p.replicas), list(p.isrs))
+                for p in tm.partitions.values()
             )
             out[name] = (None, parts)
         return out
@@ -376,7 +429,9 @@ def _min_isr(entries: dict[str, Any]) -> int:
         return 1
 
 
-def _selected(a: argparse.Namespace, leader: int | None, replicas: list[int], isr: list[int], live: set[int], min_isr: int) -> bool:
+def _selected(
+    a: argparse.Namespace, leader: int | None, replicas: list[int], isr: list[int], live: set[int], min_isr: int
+) -> bool:
     if a.under_replicated_partitions and len(replicas) - len(isr) > 0:
         return True
     if a.unavailable_partitions and (leader is None or leader not in live):

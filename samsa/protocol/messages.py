@@ -15,8 +15,7 @@ from __future__ import annotations
 import functools
 from typing import Any, NamedTuple
 
-from kio.index import load_request_schema, load_response_schema
-
+from ._specs import REQUESTS, RESPONSES
 from .schema import Msg, Out, StructCodec, read_tagged_fields
 from .wire import I32, DecodeError, Reader
 
@@ -32,14 +31,13 @@ class RequestHeader(NamedTuple):
 
 @functools.cache
 def request_codec(api_key: int, version: int) -> StructCodec:
-    cls = load_request_schema(api_key, version)
-    return StructCodec(cls, bool(cls.__flexible__))
+    """The request codec; KeyError when kio knows no such API version."""
+    return StructCodec(REQUESTS[(api_key, version)])
 
 
 @functools.cache
 def response_codec(api_key: int, version: int) -> StructCodec:
-    cls = load_response_schema(api_key, version)
-    return StructCodec(cls, bool(cls.__flexible__))
+    return StructCodec(RESPONSES[(api_key, version)])
 
 
 def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int | None:
@@ -62,13 +60,12 @@ def decode_request_header(frame: bytes | bytearray | memoryview, flexible: bool)
 
 
 def decode_request_body(api_key: int, version: int, frame: bytes | bytearray | memoryview, start: int) -> Msg:
-    """Decode a request body; raises DecodeError on malformed bytes or trailing garbage."""
-    codec = request_codec(api_key, version)
-    r = Reader(frame, start)
-    msg = codec.decode(r)
-    if r.remaining:
-        raise DecodeError(f"{r.remaining} unexpected bytes after the request body")
-    return msg
+    """Decode a request body; raises DecodeError on malformed bytes.
+
+    Bytes left after the body are ignored, as Kafka's own parser does: librdkafka 2.16 sends
+    three of them after an all-topics Metadata v12 request.
+    """
+    return request_codec(api_key, version).decode(Reader(frame, start))
 
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> Out:

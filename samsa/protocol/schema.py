@@ -1,9 +1,8 @@
-"""Message codecs compiled from kio's generated schema classes.
+"""Message codecs compiled from flattened kio schemas.
 
 kio (PyPI) carries one frozen dataclass per Kafka message and version, with each field's wire
-type in its metadata, tagged fields marked by `tag`, nullability in the type annotation and
-nesting as further dataclasses. We read that description once per (message, version) and
-compile it into a pair of closures:
+type, tag, nullability and nesting. `gen_specs` flattens those into plain tuples once
+(`_specs.py`, committed), and this module compiles a spec into a pair of closures:
 
 * a decoder over our bounded `Reader` that builds plain `Msg` objects (attribute access, ints
   for times and durations, memoryview for `records`), and
@@ -21,11 +20,8 @@ network layer can `sendfile` them instead of copying.
 
 from __future__ import annotations
 
-import dataclasses
-import datetime
 from collections.abc import Callable
-from types import NoneType, UnionType
-from typing import Any, get_args, get_origin
+from typing import Any
 
 from .wire import F64, I8, I16, I32, I64, U16, DecodeError, Reader, write_uvarint
 
@@ -143,18 +139,6 @@ def _length_writer(compact: bool) -> Callable[[Out, int], None]:
     return lambda out, n: out.extend(I32.pack(n))
 
 
-def _normalize_default(v: Any) -> Any:
-    if isinstance(v, datetime.timedelta):
-        return int(v.total_seconds() * 1000)
-    if isinstance(v, datetime.datetime):
-        return int(v.timestamp() * 1000)
-    if isinstance(v, tuple):
-        return list(v)
-    if hasattr(v, "bytes") and not isinstance(v, (bytes, bytearray)):  # uuid.UUID
-        return v.bytes
-    return v
-
-
 class FieldSpec:
     __slots__ = ("name", "tag", "default", "decode", "encode")
 
@@ -169,12 +153,12 @@ class FieldSpec:
 class StructCodec:
     """Compiled codec of one kio dataclass (a message or a nested struct) at one version."""
 
-    def __init__(self, cls: type, flexible: bool) -> None:
-        self.cls = cls
+    def __init__(self, spec: tuple[bool, tuple[Any, ...]]) -> None:
+        flexible, fields = spec
         self.flexible = flexible
         self.fields: list[FieldSpec] = []
         self.tagged: dict[int, FieldSpec] = {}
-        for f in dataclasses.fields(cls):
+        for f in fields:
             spec = _compile_field(f, flexible)
             if spec.tag is None:
                 self.fields.append(spec)
@@ -238,29 +222,10 @@ def read_tagged_fields(r: Reader, known: dict[int, FieldSpec] | None, into: dict
         r.pos = end  # unknown tags are skipped, as the protocol requires
 
 
-def _unwrap_optional(t: Any) -> tuple[Any, bool]:
-    if get_origin(t) is UnionType:
-        args = [a for a in get_args(t) if a is not NoneType]
-        if len(args) != 1:
-            raise TypeError(f"unsupported union {t}")
-        return args[0], True
-    return t, False
-
-
-def _compile_field(f: dataclasses.Field[Any], flexible: bool) -> FieldSpec:
-    tag = f.metadata.get("tag")
-    t, nullable = _unwrap_optional(f.type)
-    is_array = get_origin(t) is tuple
-    elem = get_args(t)[0] if is_array else t
-    elem, elem_nullable = _unwrap_optional(elem)
-    nested = dataclasses.is_dataclass(elem)
-    kind = None if nested else f.metadata.get("kafka_type")
-    if not nested and kind is None:
-        raise TypeError(f"field {f.name} has no kafka_type")
-    name = f.name
-
-    if nested:
-        codec = StructCodec(elem, flexible)  # type: ignore[arg-type]
+def _compile_field(f: tuple[Any, ...], flexible: bool) -> FieldSpec:
+    name, kind, nullable, is_array, tag, default, nested = f
+    if nested is not None:
+        codec = StructCodec(nested)
         elem_dec: Decoder = codec.decode
         elem_enc: Encoder = codec.encode
     else:
@@ -269,22 +234,21 @@ def _compile_field(f: dataclasses.Field[Any], flexible: bool) -> FieldSpec:
     if is_array:
         dec = _array_decoder(elem_dec, flexible, nullable, name)
         enc = _array_encoder(elem_enc, flexible, nullable, name)
-    elif nested and nullable:
+    elif nested is not None and nullable:
         dec, enc = _nullable_struct(elem_dec, elem_enc)
     else:
         dec, enc = elem_dec, elem_enc
 
-    if f.default is not dataclasses.MISSING:
-        default: Any = _normalize_default(f.default)
-    elif f.default_factory is not dataclasses.MISSING:
-        factory = f.default_factory
-        default = lambda: _normalize_default(factory())  # noqa: E731
-    elif is_array:
-        default = None if nullable else list
-    elif nested:
-        default = None
-    else:
-        default = None if nullable else _ZERO[kind]  # type: ignore[index]
+    if default is ...:  # a required field: the type's zero value
+        if is_array:
+            default = None if nullable else list
+        elif nested is not None:
+            default = None
+        else:
+            default = None if nullable else _ZERO[kind]
+    elif isinstance(default, tuple):
+        items = default
+        default = lambda: list(items)  # noqa: E731
     if tag is None:
         inner_enc = enc
 
