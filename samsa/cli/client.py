@@ -16,6 +16,7 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
@@ -210,7 +211,7 @@ def client_config(bootstrap: str | None, props: dict[str, str], errors: ClientEr
     return conf
 
 
-def make_client(kind: type[T], conf: dict[str, Any]) -> T:
+def make_client(kind: Callable[[dict[str, Any]], T], conf: dict[str, Any]) -> T:
     """Construct a Producer/Consumer/AdminClient; bad configuration becomes a CliError."""
     try:
         return kind(conf)

@@ -136,8 +136,10 @@ class Formatter:
         self.headers_separator = props.get("headers.separator", ",")
         self.null_literal = props.get("null.literal", "null")
 
-    def _text(self, data: bytes | None) -> str:
-        return self.null_literal if data is None else data.decode("utf-8", errors="replace")
+    def _text(self, data: str | bytes | None) -> str:
+        if data is None:
+            return self.null_literal
+        return data if isinstance(data, str) else data.decode("utf-8", errors="replace")
 
     def format(self, msg: Message) -> str:
         out: list[str] = []
@@ -162,7 +164,8 @@ class Formatter:
             column(f"Offset:{msg.offset()}", 2)
         if self.headers:
             hdrs = msg.headers() or []
-            text = self.headers_separator.join(f"{k}:{self._text(v)}" for k, v in hdrs) if hdrs else "NO_HEADERS"
+            pairs = list(hdrs.items()) if isinstance(hdrs, dict) else list(hdrs)
+            text = self.headers_separator.join(f"{k}:{self._text(v)}" for k, v in pairs) if pairs else "NO_HEADERS"
             column(text, 3)
         if self.key:
             column(self._text(msg.key()), 4)

@@ -21,7 +21,7 @@ from samsa.cli.common import ArgumentParser, CliError, parse_properties
 
 _CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
-Header = tuple[str, bytes | None]
+Header = tuple[str, str | bytes | None]
 
 
 def build_parser() -> ArgumentParser:
@@ -102,7 +102,10 @@ class LineReader:
     @classmethod
     def from_properties(cls, props: dict[str, str]) -> LineReader:
         r = cls()
-        truthy = lambda k: props[k].strip().lower() == "true"  # noqa: E731
+
+        def truthy(k: str) -> bool:
+            return props[k].strip().lower() == "true"
+
         if "parse.key" in props:
             r.parse_key = truthy("parse.key")
         r.key_separator = props.get("key.separator", r.key_separator)

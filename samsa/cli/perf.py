@@ -498,25 +498,33 @@ def run_consumer(argv: list[str]) -> int:
         consumer.close()
 
 
+class _JoinTimer:
+    """Kafka's ConsumerPerfRebListener: time spent joining the group, in total and per report."""
+
+    def __init__(self) -> None:
+        self.total_ms = 0
+        self.round_ms = 0
+        self.start = time.monotonic()
+        self.assigned = False
+
+    def on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not self.assigned:
+            elapsed = int((time.monotonic() - self.start) * 1000)
+            self.total_ms += elapsed
+            self.round_ms += elapsed
+        self.assigned = True
+
+    def on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self.assigned = False
+        self.start = time.monotonic()
+
+
 def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
     start_ms = int(time.time() * 1000)
-    join = {"ms": 0, "round": 0, "start": time.monotonic(), "assigned": False}
+    join = _JoinTimer()
     if a.group:
-
-        def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
-            if not join["assigned"]:
-                elapsed = int((time.monotonic() - join["start"]) * 1000)
-                join["ms"] += elapsed
-                join["round"] += elapsed
-            join["assigned"] = True
-
-        def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
-            join["assigned"] = False
-            join["start"] = time.monotonic()
-
-        consumer.subscribe(
-            [a.topic] if a.topic else ["^" + a.include.lstrip("^")], on_assign=on_assign, on_revoke=on_revoke
-        )
+        topics = [a.topic] if a.topic else ["^" + a.include.lstrip("^")]
+        consumer.subscribe(topics, on_assign=join.on_assign, on_revoke=join.on_revoke)
     else:
         if a.topic:
             topics = [a.topic] if a.topic in md.topics else []
@@ -535,18 +543,19 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
         batch = consumer.consume(num_messages=min(1000, a.messages - messages), timeout=0.1)
         now = time.monotonic()
         for msg in batch:
-            if msg.error() is not None:
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            err = msg.error()
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise CliError(f"consume failed: {cl.error_message(msg.error())}")
+                raise CliError(f"consume failed: {cl.error_message(err)}")
             last_consumed = now
             messages += 1
             bytes_read += len(msg.key() or b"") + len(msg.value() or b"")
             if (now - last_report) * 1000 >= a.reporting_interval:
                 now_ms = int(time.time() * 1000)
                 if a.show_detailed_stats:
-                    _progress(a, bytes_read, last_bytes, messages, last_messages, last_report_ms, now_ms, join["round"])
-                join["round"] = 0
+                    _progress(a, bytes_read, last_bytes, messages, last_messages, last_report_ms, now_ms, join.round_ms)
+                join.round_ms = 0
                 last_report, last_report_ms = now, now_ms
                 last_messages, last_bytes = messages, bytes_read
     if messages < a.messages:
@@ -557,7 +566,7 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
     end_ms = int(time.time() * 1000)
     if not a.show_detailed_stats:
         elapsed_s = (end_ms - start_ms) / 1000.0
-        fetch_ms = (end_ms - start_ms) - join["ms"]
+        fetch_ms = (end_ms - start_ms) - join.total_ms
         mb = bytes_read / (1024 * 1024)
         print(
             _csv(
@@ -567,7 +576,7 @@ def _consume_perf(consumer: Consumer, md: Any, a: Any) -> int:
                 _jf(_div(mb, elapsed_s), 4),
                 messages,
                 _jf(_div(messages, elapsed_s), 4),
-                join["ms"],
+                join.total_ms,
                 fetch_ms,
                 _jf(_div(mb, fetch_ms / 1000.0), 4),
                 _jf(_div(messages, fetch_ms / 1000.0), 4),

@@ -175,15 +175,15 @@ def run(argv: list[str]) -> int:
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
     service = _TopicService(admin, md, errors.timeout)
     if a.create:
-        service.create(a)
+        service.create_topic(a)
     elif a.list:
-        service.list(a)
+        service.list_topics(a)
     elif a.describe:
-        service.describe(a)
+        service.describe_topics(a)
     elif a.alter:
-        service.alter(a)
+        service.alter_topics(a)
     else:
-        service.delete(a)
+        service.delete_topics(a)
     sys.stdout.flush()
     return 0
 
@@ -253,7 +253,7 @@ class _TopicService:
         raise CliError(str(e) or type(e).__name__) from None
 
     # --- create -----------------------------------------------------------------------------
-    def create(self, a: argparse.Namespace) -> None:
+    def create_topic(self, a: argparse.Namespace) -> None:
         topic: str = a.topic
         if a.replication_factor is not None and not 1 <= a.replication_factor <= 32767:
             raise CliError("The replication factor must be between 1 and 32767 inclusive")
@@ -300,11 +300,11 @@ class _TopicService:
             raise CliError(f"Topic '{requested}' does not exist as expected")
 
     # --- list -------------------------------------------------------------------------------
-    def list(self, a: argparse.Namespace) -> None:
+    def list_topics(self, a: argparse.Namespace) -> None:
         print("\n".join(self.topics(a.topic, a.exclude_internal)))
 
     # --- alter ------------------------------------------------------------------------------
-    def alter(self, a: argparse.Namespace) -> None:
+    def alter_topics(self, a: argparse.Namespace) -> None:
         found = self.topics(a.topic, a.exclude_internal)
         self.ensure_exists(found, a.topic, a.if_exists)
         if not found:
@@ -322,7 +322,7 @@ class _TopicService:
             self._wait(fut, name, "partition increase")
 
     # --- delete -----------------------------------------------------------------------------
-    def delete(self, a: argparse.Namespace) -> None:
+    def delete_topics(self, a: argparse.Namespace) -> None:
         found = self.topics(a.topic, a.exclude_internal)
         self.ensure_exists(found, a.topic, a.if_exists)
         if not found:
@@ -332,7 +332,7 @@ class _TopicService:
             self._wait(fut, name, "topic deletion")
 
     # --- describe ---------------------------------------------------------------------------
-    def describe(self, a: argparse.Namespace) -> None:
+    def describe_topics(self, a: argparse.Namespace) -> None:
         if a.topic_id:
             found = self._topics_by_id(a.topic_id, a.exclude_internal)
             if not found and not a.if_exists:
@@ -342,7 +342,7 @@ class _TopicService:
             self.ensure_exists(found, a.topic, a.if_exists)
         if not found:
             return
-        described = self._describe_topics(found)
+        described = self._partition_info(found)
         config_futures = self.admin.describe_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, name) for name in found], request_timeout=self.timeout
         )
@@ -377,10 +377,10 @@ class _TopicService:
 
     def _topics_by_id(self, topic_id: str, exclude_internal: bool) -> list[str]:
         names = self.topics(None, exclude_internal)
-        described = self._describe_topics(names) if names else {}
+        described = self._partition_info(names) if names else {}
         return [n for n, (tid, _) in described.items() if tid == topic_id]
 
-    def _describe_topics(
+    def _partition_info(
         self, names: list[str]
     ) -> dict[str, tuple[str | None, list[tuple[int, int | None, list[int], list[int]]]]]:
         """name → (topic id or None, [(partition, leader, replicas, isr)]) sorted by partition."""

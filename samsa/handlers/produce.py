@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.protocol.records import InvalidRecords, scan_batches
+from samsa.protocol.batch import BatchHeader
+from samsa.protocol.records import InvalidRecords, build_batch, decode_records, scan_batches
 from samsa.server.network import NO_RESPONSE
 from samsa.server.topics import validate_topic_name
 
@@ -33,6 +34,24 @@ def handle(ctx: Any, req: Any) -> Any:
     if acks == 0:
         return NO_RESPONSE
     return {"responses": responses, "throttle_time": 0}
+
+
+CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # "producer": keep as sent
+
+
+def recompress(batch: bytes | memoryview, h: BatchHeader, codec: int) -> bytearray:
+    """Re-encode a producer batch with the topic's codec (compression.type other than producer).
+
+    This is the one produce path that touches individual records, and only for topics that
+    ask for it, as Kafka does.
+    """
+    records = decode_records(batch, h)
+    return bytearray(build_batch(
+        [(r.key, r.value, r.headers, r.timestamp) for r in records],
+        compression=codec, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
+        transactional=h.is_transactional,
+    ))
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -68,6 +87,13 @@ def append_partition(broker: Any, topic: str, index: int, records: Any) -> dict[
         return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
                       f"batch of {h.size} bytes exceeds max.message.bytes={max_bytes}")
     log_append_time = partition.log.config.message_timestamp_type == "LogAppendTime"
+    target = CODECS.get(broker.topics[topic].compression_type)
+    if target is not None and target != h.compression:
+        try:
+            records = recompress(records, h, target)
+        except InvalidRecords as e:
+            return _error(index, ErrorCode(e.error_code), str(e))
+        headers = scan_batches(records, verify_crc=False)
     buf = records if isinstance(records, (bytearray, memoryview)) else bytearray(records)
     out = partition.append(buf, headers, log_append_time)
     if out.error != ErrorCode.NONE:

@@ -92,7 +92,10 @@ class Broker:
         return LogConfig.from_topic_configs(effective_topic_config(self.config, {}))
 
     def log_config_for(self, topic: Topic) -> LogConfig:
-        return LogConfig.from_topic_configs(effective_topic_config(self.config, topic.configs))
+        """The topic's log config in force; also refreshes what the produce path reads."""
+        effective = effective_topic_config(self.config, topic.configs)
+        topic.compression_type = effective.get("compression.type", "producer")
+        return LogConfig.from_topic_configs(effective)
 
     def host_topic(self, topic: Topic) -> None:
         """Open (or create) the logs of every partition of `topic` that this broker holds."""

@@ -33,6 +33,7 @@ class Topic:
     topic_id: uuid.UUID
     partitions: dict[int, list[int]]
     configs: dict[str, str] = field(default_factory=dict)
+    compression_type: str = "producer"  # the topic's compression.type in force
 
     @property
     def replication_factor(self) -> int:

@@ -124,3 +124,19 @@ def test_sigterm_shuts_down_cleanly(broker_factory) -> None:  # type: ignore[no-
     assert b.stop() == 0
     assert "stopped cleanly" in b.log_text()
     assert (b.log_dir / ".kafka_cleanshutdown").exists()
+
+
+def test_topic_compression_type_recompresses(broker: BrokerProcess, topic_name: str) -> None:
+    from samsa.protocol.batch import parse_header
+    from samsa.protocol.records import iter_all_records
+
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name, configs={"compression.type": "zstd"})
+        assert produce(c, topic_name, batch(n=4)).error_code == 0
+        resp = c.request(1, 12, {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                                 "topics": [{"topic": topic_name, "partitions": [
+                                     {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+        records = bytes(resp.responses[0].partitions[0].records)
+        assert parse_header(records).compression == 4
+        assert [r.value for r in iter_all_records(records)] == [b"v" * 10] * 4
