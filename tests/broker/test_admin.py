@@ -1,0 +1,123 @@
+"""Admin APIs through confluent-kafka's AdminClient against a real broker."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+
+from tests.brokerproc import BrokerProcess
+from tests.rawclient import RawClient
+
+
+def admin(b: BrokerProcess) -> AdminClient:
+    return AdminClient({"bootstrap.servers": b.bootstrap})
+
+
+def produce_n(b: BrokerProcess, topic: str, n: int, partition: int = 0) -> None:
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 1})
+    for i in range(n):
+        p.produce(topic, b"%d" % i, partition=partition)
+    assert p.flush(10) == 0
+
+
+def test_create_partitions_and_describe_cluster(broker: BrokerProcess, topic_name: str) -> None:
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
+    a.create_partitions([NewPartitions(topic_name, 5)])[topic_name].result(10)
+    md = a.list_topics(topic_name, timeout=10)
+    assert sorted(md.topics[topic_name].partitions) == [0, 1, 2, 3, 4]
+    with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
+        a.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(10)
+    cluster = a.describe_cluster().result(10)
+    assert [n.id for n in cluster.nodes] == [0] and cluster.controller.id == 0
+
+
+def test_delete_records_moves_log_start(broker: BrokerProcess, topic_name: str) -> None:
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    produce_n(broker, topic_name, 10)
+    tp = TopicPartition(topic_name, 0, 4)
+    result = a.delete_records([tp])[tp].result(10)
+    assert result.low_watermark == 4
+    earliest = a.list_offsets({TopicPartition(topic_name, 0): OffsetSpec.earliest()})
+    assert next(iter(earliest.values())).result(10).offset == 4
+
+
+def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, topic_name: str) -> None:
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"})])[topic_name].result(10)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
+    configs = a.describe_configs([res])[res].result(10)
+    assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
+    assert configs["segment.bytes"].value == "1073741824"
+    change = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([change])[change].result(10)
+    configs = a.describe_configs([res])[res].result(10)
+    assert configs["cleanup.policy"].value == "compact"
+    assert configs["retention.ms"].value == "604800000"
+    bad = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        a.incremental_alter_configs([bad])[bad].result(10)
+
+
+def test_broker_dynamic_config_survives_restart(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory()
+    a = admin(b)
+    change = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("log.retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    a.incremental_alter_configs([change])[change].result(10)
+    b.restart()
+    a = admin(b)
+    res = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = a.describe_configs([res])[res].result(10)
+    assert configs["log.retention.ms"].value == "123456"
+    assert configs["log.retention.ms"].source == 3  # DYNAMIC_BROKER_CONFIG
+    readonly = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry("listeners", "PLAINTEXT://:1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+        a.incremental_alter_configs([readonly])[readonly].result(10)
+
+
+def test_auto_create_off_means_unknown_topic(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+    b = broker_factory(**{"auto.create.topics.enable": "false"})
+    with RawClient(b.bootstrap) as c:
+        md = c.request(3, 12, {"topics": [{"name": topic_name}], "allow_auto_topic_creation": True})
+        assert md.topics[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+    b2 = broker_factory(**{"num.partitions": "4"})
+    with RawClient(b2.bootstrap) as c:
+        md = c.request(3, 12, {"topics": [{"name": topic_name}], "allow_auto_topic_creation": True})
+        assert md.topics[0].error_code == 0 and len(md.topics[0].partitions) == 4
+
+
+def test_delete_topic_removes_its_data(broker: BrokerProcess, topic_name: str) -> None:
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
+    produce_n(broker, topic_name, 5)
+    a.delete_topics([topic_name])[topic_name].result(10)
+    assert topic_name not in a.list_topics(timeout=10).topics
+    assert not list(broker.log_dir.glob(f"{topic_name}-*"))
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    low, high = _watermarks(broker, topic_name)
+    assert (low, high) == (0, 0)
+
+
+def _watermarks(b: BrokerProcess, topic: str) -> tuple[int, int]:
+    from confluent_kafka import Consumer
+
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "wm"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
