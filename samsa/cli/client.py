@@ -13,8 +13,12 @@ failures into one-line `CliError`s:
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
+import os
 import re
+import socket
+import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -292,6 +296,57 @@ def _exception_text(e: BaseException) -> str:
     if err is not None:
         return error_message(err)
     return str(e) or type(e).__name__
+
+
+def one_line_errors(run: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
+    """Decorate a tool's `run`: any unexpected failure is reported as one line, not a traceback
+    (set SAMSA_DEBUG=1 to see the traceback)."""
+
+    @functools.wraps(run)
+    def wrapper(argv: list[str]) -> int:
+        try:
+            return run(argv)
+        except (CliError, SystemExit, KeyboardInterrupt):
+            raise
+        except KafkaException as e:
+            raise CliError(_exception_text(e)) from None
+        except Exception as e:  # noqa: BLE001 - the point is to never show a traceback
+            if os.environ.get("SAMSA_DEBUG"):
+                raise
+            raise CliError(f"unexpected {type(e).__name__}: {e} (set SAMSA_DEBUG=1 for details)") from None
+
+    return wrapper
+
+
+def source_id(source: Any) -> int:
+    """A config entry's source as Kafka's wire id: confluent-kafka hands over plain ints, not
+    `ConfigSource` members."""
+    return int(source.value) if hasattr(source, "value") else int(source)
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
+    """One request/response over a fresh PLAINTEXT connection, with Samsa's own codec: for the few
+    things librdkafka cannot express (the empty broker-defaults config resource)."""
+    from samsa.protocol.messages import decode_response, encode_request
+
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.sendall(bytes(encode_request(api_key, version, 1, "samsa-cli", body)))
+            (size,) = struct.unpack(">i", _read_exact(sock, 4))
+            _, msg = decode_response(api_key, version, _read_exact(sock, size))
+            return msg
+    except (OSError, ValueError) as e:
+        raise CliError(f"request to {host}:{port} failed: {e}") from None
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by the broker")
+        buf += chunk
+    return bytes(buf)
 
 
 def topic_matcher(pattern: str) -> re.Pattern[str]:

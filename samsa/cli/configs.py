@@ -10,14 +10,16 @@ sends one IncrementalAlterConfigs request (deletes, then sets) and prints
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from samsa.cli import client as cl
 from samsa.cli.common import ArgumentParser, CliError
+from samsa.protocol.errors import ErrorCode
 
 _TYPES = ("topics", "brokers")
+_BROKER = 4  # ConfigResource type id
 _DYNAMIC_SOURCE = {
     "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
     "brokers": ConfigSource.DYNAMIC_BROKER_CONFIG,
@@ -116,6 +118,7 @@ def _entity(p: ArgumentParser, a: Any) -> tuple[str, str | None]:
     return etype, name
 
 
+@cl.one_line_errors
 def run(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)
@@ -146,12 +149,92 @@ def run(argv: list[str]) -> int:
     errors = cl.ClientErrors()
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
+    cfg = _Configs(admin, md, props, errors.timeout)
     if a.alter:
         assert name is not None
-        _alter(admin, a, etype, name, errors.timeout)
+        _alter(cfg, a, etype, name)
     else:
-        _describe(admin, md, etype, name, a.all, errors.timeout)
+        _describe(cfg, etype, name, a.all)
     return 0
+
+
+class Entry(NamedTuple):
+    name: str
+    value: str | None
+    source: int
+    sensitive: bool
+    synonyms: list[tuple[int, str, str | None]]  # (source, name, value), in precedence order
+
+
+class _Configs:
+    """DescribeConfigs / IncrementalAlterConfigs for one entity.
+
+    confluent-kafka serves topics and brokers by id, but librdkafka refuses the empty resource name
+    that addresses cluster-wide broker defaults (`--entity-default`); those two requests are sent
+    over a plain socket with Samsa's own codec instead (PLAINTEXT listeners only).
+    """
+
+    def __init__(self, admin: AdminClient, md: Any, props: dict[str, str], timeout: float) -> None:
+        self.admin, self.md, self.props, self.timeout = admin, md, props, timeout
+
+    def entries(self, etype: str, name: str, describe_all: bool) -> list[Entry]:
+        if etype == "brokers" and name == "":
+            found = self._raw_describe()
+        else:
+            res = _resource(etype, name)
+            fut = self.admin.describe_configs([res], request_timeout=self.timeout)[res]
+            configs: dict[str, ConfigEntry] = cl.result(fut, self.timeout, what="config description")
+            found = [
+                Entry(e.name, e.value, cl.source_id(e.source), bool(e.is_sensitive), synonyms_of(e))
+                for e in configs.values()
+            ]
+        wanted = None if describe_all else _source_filter(etype, name).value
+        return sorted((e for e in found if wanted is None or e.source == wanted), key=lambda e: e.name)
+
+    def alter(self, etype: str, name: str, to_delete: list[str], to_set: dict[str, str]) -> None:
+        if etype == "brokers" and name == "":
+            self._raw_alter(to_delete, to_set)
+            return
+        ops = [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
+        ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
+        res = _resource(etype, name)
+        res.incremental_configs = ops
+        fut = self.admin.incremental_alter_configs([res], request_timeout=self.timeout)
+        cl.result(next(iter(fut.values())), self.timeout, what="config update")
+
+    def _raw_describe(self) -> list[Entry]:
+        body = {
+            "resources": [{"resource_type": _BROKER, "resource_name": "", "configuration_keys": None}],
+            "include_synonyms": True,
+        }
+        (result,) = self._raw(32, 1, body).results
+        _raise_for(result.error_code, result.error_message)
+        return [
+            Entry(c.name, c.value, c.config_source, c.is_sensitive, [(x.source, x.name, x.value) for x in c.synonyms])
+            for c in result.configs
+        ]
+
+    def _raw_alter(self, to_delete: list[str], to_set: dict[str, str]) -> None:
+        configs = [{"name": k, "config_operation": 1, "value": None} for k in to_delete]
+        configs += [{"name": k, "config_operation": 0, "value": v} for k, v in to_set.items()]
+        body = {
+            "resources": [{"resource_type": _BROKER, "resource_name": "", "configs": configs}],
+            "validate_only": False,
+        }
+        (result,) = self._raw(44, 0, body).responses
+        _raise_for(result.error_code, result.error_message)
+
+    def _raw(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
+        if protocol != "PLAINTEXT":
+            raise CliError(f"--entity-default for brokers needs a PLAINTEXT listener (security.protocol={protocol})")
+        broker = next(iter(self.md.brokers.values()))
+        return cl.raw_request(broker.host, broker.port, api_key, version, body, self.timeout)
+
+
+def _raise_for(code: int, message: str | None) -> None:
+    if code:
+        raise CliError(message or ErrorCode(code).name)
 
 
 def _resource(etype: str, name: str) -> ConfigResource:
@@ -164,19 +247,12 @@ def _source_filter(etype: str, name: str) -> ConfigSource:
     return _DYNAMIC_SOURCE[etype]
 
 
-def _entries(admin: AdminClient, etype: str, name: str, describe_all: bool, timeout: float) -> list[ConfigEntry]:
-    res = _resource(etype, name)
-    fut = admin.describe_configs([res], request_timeout=timeout)[res]
-    configs: dict[str, ConfigEntry] = cl.result(fut, timeout, what="config description")
-    wanted = None if describe_all else _source_filter(etype, name)
-    return sorted((e for e in configs.values() if wanted is None or e.source == wanted), key=lambda e: e.name)
-
-
 def _value(v: str | None) -> str:
     return "null" if v is None else v
 
 
-def _describe(admin: AdminClient, md: Any, etype: str, name: str | None, describe_all: bool, timeout: float) -> None:
+def _describe(cfg: _Configs, etype: str, name: str | None, describe_all: bool) -> None:
+    md = cfg.md
     singular = etype[:-1]
     if name is not None:
         if not describe_all and name != "":
@@ -195,38 +271,61 @@ def _describe(admin: AdminClient, md: Any, etype: str, name: str | None, describ
             lines.append(f"Default configs for {etype} in the cluster are:")
         else:
             lines.append(f"{'All' if describe_all else 'Dynamic'} configs for {singular} {entity} are:")
-        for e in _entries(admin, etype, entity, describe_all, timeout):
-            synonyms = ", ".join(f"{s.source.name}:{s.name}={_value(s.value)}" for s in _synonyms(e))
-            lines.append(
-                f"  {e.name}={_value(e.value)} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}"
-            )
+        for e in cfg.entries(etype, entity, describe_all):
+            synonyms = ", ".join(f"{source_name(src)}:{n}={_value(v)}" for src, n, v in e.synonyms)
+            lines.append(f"  {e.name}={_value(e.value)} sensitive={str(e.sensitive).lower()} synonyms={{{synonyms}}}")
     print("\n".join(lines))
 
 
-def _synonyms(e: ConfigEntry) -> list[ConfigEntry]:
-    syn = e.synonyms
-    if isinstance(syn, dict):
-        return list(syn.values())
-    return list(syn or [])
+# Kafka's ConfigEntry.ConfigSource names by wire id (confluent-kafka hands unknown ids over as ints).
+_SOURCE_NAMES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
 
 
-def _alter(admin: AdminClient, a: Any, etype: str, name: str, timeout: float) -> None:
+def source_name(source: ConfigSource | int) -> str:
+    """The name Kafka's tool prints for a config source."""
+    value = cl.source_id(source)
+    return _SOURCE_NAMES.get(value, f"UNKNOWN({value})")
+
+
+def synonyms_of(e: Any) -> list[tuple[int, str, str | None]]:
+    """(source, name, value) synonyms in precedence order.
+
+    confluent-kafka returns synonyms as a dict keyed by name, so synonyms sharing a name (a broker
+    config set dynamically *and* defaulted: both `log.cleaner.threads`) collapse into the last one.
+    Kafka always lists the entry's own source first, so that head is restored from the entry itself;
+    a middle synonym with the same name as a later one (e.g. STATIC between DYNAMIC and DEFAULT)
+    is still lost.
+    """
+    raw = e.synonyms
+    found = [(cl.source_id(x.source), x.name, x.value) for x in (raw.values() if isinstance(raw, dict) else raw or [])]
+    own = cl.source_id(e.source)
+    if found and own not in (0, ConfigSource.DEFAULT_CONFIG.value) and all(src != own for src, _, _ in found):
+        found.insert(0, (own, e.name, e.value))
+    return found
+
+
+def _alter(cfg: _Configs, a: Any, etype: str, name: str) -> None:
     to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
     if a.add_config:
         to_set.update(parse_add_config(a.add_config))
     _validate_keys(to_set)
     to_delete = parse_delete_config(a.delete_config)
     if to_delete:
-        current = {e.name for e in _entries(admin, etype, name, False, timeout)}
+        current = {e.name for e in cfg.entries(etype, name, describe_all=False)}
         missing = [k for k in to_delete if k not in current]
         if missing:
             raise CliError("Invalid config(s): " + ",".join(missing))
-    ops = [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in to_delete]
-    ops += [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in to_set.items()]
-    res = _resource(etype, name)
-    res.incremental_configs = ops
-    fut = admin.incremental_alter_configs([res], request_timeout=timeout)
-    cl.result(next(iter(fut.values())), timeout, what="config update")
+    cfg.alter(etype, name, to_delete, to_set)
     if name:
         print(f"Completed updating config for {etype[:-1]} {name}.")
     else:

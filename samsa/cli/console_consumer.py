@@ -232,6 +232,7 @@ def _check_args(p: ArgumentParser, a: Any, consumer_props: dict[str, str]) -> st
     return next(iter(groups)) if groups else None
 
 
+@cl.one_line_errors
 def run(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)

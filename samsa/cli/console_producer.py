@@ -251,6 +251,7 @@ def _lines() -> Iterator[str]:
         yield line
 
 
+@cl.one_line_errors
 def run(argv: list[str]) -> int:
     p = build_parser()
     a = p.parse_args(argv)

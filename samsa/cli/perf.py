@@ -28,6 +28,7 @@ _MAX_SAMPLES = 500_000
 _PAYLOAD_POOL = 64  # distinct random payloads cycled through (Kafka draws fresh bytes per record)
 
 
+@cl.one_line_errors
 def run(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(

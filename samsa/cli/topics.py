@@ -8,6 +8,7 @@ and one tab-separated line per partition; `--alter` and `--delete` print nothing
 from __future__ import annotations
 
 import argparse
+import base64
 import re
 import sys
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -162,6 +163,7 @@ def _check_args(p: ArgumentParser, a: argparse.Namespace) -> None:
         only("topic-id", ("describe",))
 
 
+@cl.one_line_errors
 def run(argv: list[str]) -> int:
     p = build_parser()
     if not argv:
@@ -355,7 +357,8 @@ class _TopicService:
                 continue
             topic_id, partitions = described[name]
             entries = list(configs.get(name, {}).values())
-            overrides = [e for e in entries if e.source != ConfigSource.DEFAULT_CONFIG and not e.is_default]
+            # Kafka lists every entry whose source is not DEFAULT_CONFIG (static broker settings too).
+            overrides = [e for e in entries if cl.source_id(e.source) != ConfigSource.DEFAULT_CONFIG.value]
             if describe_configs and (not a.topics_with_overrides or overrides) and partitions:
                 line = f"Topic: {name}"
                 if topic_id:
@@ -389,9 +392,7 @@ class _TopicService:
             futures = self.admin.describe_topics(TopicCollection(names), request_timeout=self.timeout)
             for name, fut in futures.items():
                 d = self._wait(fut, name, "topic description")
-                tid = str(d.topic_id) if d.topic_id is not None else None
-                if tid in ("AAAAAAAAAAAAAAAAAAAAAA", "None", ""):
-                    tid = None
+                tid = kafka_uuid(d.topic_id)
                 parts = sorted(
                     (
                         p.id,
@@ -415,6 +416,18 @@ class _TopicService:
             )
             out[name] = (None, parts)
         return out
+
+
+def kafka_uuid(uuid: Any) -> str | None:
+    """A topic id as Kafka prints it (URL-safe base64, no padding); None for a missing/zero id.
+    (librdkafka's own str() uses the standard alphabet, with '+' and '/'.)"""
+    if uuid is None:
+        return None
+    msb, lsb = uuid.get_most_significant_bits(), uuid.get_least_significant_bits()
+    if msb == 0 and lsb == 0:
+        return None
+    raw = (msb & (2**64 - 1)).to_bytes(8, "big") + (lsb & (2**64 - 1)).to_bytes(8, "big")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _value(v: str | None) -> str:

@@ -22,24 +22,24 @@ MAX_VERSION = 12
 
 
 def handle(ctx: Any, req: Any) -> Any:
-    responses, nbytes, waitable, errors = _read(ctx.broker, req)
+    broker = ctx.broker
+    responses, nbytes, waitable, errors = _read(broker, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
         return _response(responses)
-    return _long_poll(ctx.broker, req, waitable)
-
-
-async def _long_poll(broker: Any, req: Any, waitable: list[Any]) -> dict[str, Any]:
+    # Watch the partitions now, before returning: an append handled before the coroutine
+    # first runs must still wake it (Kafka's tryCompleteElseWatch).
     deadline = time.monotonic() + req.max_wait / 1000
+    return _long_poll(broker, req, wait_for_any(broker.loop, waitable, req.max_wait / 1000), deadline)
+
+
+async def _long_poll(broker: Any, req: Any, woken: Any, deadline: float) -> dict[str, Any]:
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        if not await wait_for_any(broker.loop, waitable, remaining):
-            break
+        appended = await woken
         responses, nbytes, waitable, errors = _read(broker, req)
-        if nbytes >= req.min_bytes or errors or not waitable:
+        remaining = deadline - time.monotonic()
+        if not appended or nbytes >= req.min_bytes or errors or not waitable or remaining <= 0:
             return _response(responses)
-    return _response(_read(broker, req)[0])
+        woken = wait_for_any(broker.loop, waitable, remaining)
 
 
 def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.protocol.batch import HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.records import InvalidRecords, decode_records
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -52,6 +54,24 @@ def _one(broker: Any, topic: str, index: int, ts: int) -> dict[str, Any]:
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     else:
         found = log.offset_for_timestamp(ts)
-        offset, found_ts = (found[0], found[1]) if found else (-1, -1)
+        offset, found_ts = _exact(log, found[0], ts) if found else (-1, -1)
     return {"partition_index": index, "error_code": 0, "timestamp": found_ts, "offset": offset,
             "leader_epoch": epoch if offset >= 0 else -1}
+
+
+def _exact(log: Any, offset: int, ts: int) -> tuple[int, int]:
+    """The first record at or after `ts` inside the batch the index found (Kafka decompresses
+    compressed batches for this too; only ListOffsets pays for it, never the fetch path)."""
+    sl = log.read(offset, 1, min_one_batch=True)
+    if sl is None or sl.size < HEADER_SIZE:
+        return offset, ts
+    data = log.read_bytes(sl)
+    h = parse_header(data)
+    try:
+        records = decode_records(data[: h.size], h)
+    except InvalidRecords:
+        return offset, h.max_timestamp
+    for r in records:
+        if r.offset >= offset and r.timestamp >= ts:
+            return r.offset, r.timestamp
+    return offset, h.max_timestamp

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,8 +27,20 @@ BAD_ARGS = [
     ["configs", "--bootstrap-server", "x:1", "--broker", "zero", "--describe"],
     ["configs", "--bootstrap-server", "x:1", "--topic", "t", "--alter"],
     ["perf", "produce", "--topic", "t", "--num-records", "10", "--throughput", "-1"],
-    ["perf", "produce", "--topic", "t", "--num-records", "0", "--record-size", "1", "--throughput", "-1",
-     "--producer-props", "bootstrap.servers=x:1"],
+    [
+        "perf",
+        "produce",
+        "--topic",
+        "t",
+        "--num-records",
+        "0",
+        "--record-size",
+        "1",
+        "--throughput",
+        "-1",
+        "--producer-props",
+        "bootstrap.servers=x:1",
+    ],
     ["perf", "consume", "--bootstrap-server", "x:1", "--topic", "t"],
     ["perf", "sideways"],
 ]
@@ -38,8 +52,10 @@ def test_bad_argument_is_one_line_and_exit_2(argv: list[str]) -> None:
     assert line.startswith("samsa "), line
 
 
-@pytest.mark.parametrize("tool", [["topics"], ["console-producer"], ["console-consumer"], ["configs"],
-                                  ["perf", "produce"], ["perf", "consume"]])
+@pytest.mark.parametrize(
+    "tool",
+    [["topics"], ["console-producer"], ["console-consumer"], ["configs"], ["perf", "produce"], ["perf", "consume"]],
+)
 def test_help(tool: list[str]) -> None:
     proc = samsa(*tool, "--help")
     assert proc.returncode == 0, proc.stderr
@@ -55,13 +71,25 @@ def test_unreachable_broker_fails_fast_with_one_line() -> None:
         ["configs", "--bootstrap-server", bootstrap, "--topic", "t", "--describe"],
         ["console-producer", "--bootstrap-server", bootstrap, "--topic", "t"],
         ["console-consumer", "--bootstrap-server", bootstrap, "--topic", "t"],
-        ["perf", "produce", "--topic", "t", "--num-records", "5", "--record-size", "10", "--throughput", "-1",
-         "--producer-props", f"bootstrap.servers={bootstrap}"],
+        [
+            "perf",
+            "produce",
+            "--topic",
+            "t",
+            "--num-records",
+            "5",
+            "--record-size",
+            "10",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            f"bootstrap.servers={bootstrap}",
+        ],
         ["perf", "consume", "--bootstrap-server", bootstrap, "--topic", "t", "--messages", "5"],
     ]
     start = time.monotonic()
     procs = [spawn(*argv) for argv in commands]
-    for argv, proc in zip(commands, procs):
+    for argv, proc in zip(commands, procs, strict=True):
         _, err = proc.communicate(timeout=30)
         line = one_line_error((proc.returncode, err))
         assert f"cannot connect to {bootstrap}" in line and "refused" in line, (argv, line)
@@ -79,6 +107,25 @@ def test_missing_properties_file() -> None:
 
 
 def test_unknown_client_property() -> None:
-    line = one_line_error(samsa("console-producer", "--bootstrap-server", "x:1", "--topic", "t",
-                                "--producer-property", "no.such.setting=1"))
+    line = one_line_error(
+        samsa(
+            "console-producer", "--bootstrap-server", "x:1", "--topic", "t", "--producer-property", "no.such.setting=1"
+        )
+    )
     assert "no.such.setting" in line
+
+
+def test_silent_server_times_out(tmp_path: Path) -> None:
+    """A listener that accepts but never answers: the tool gives up after default.api.timeout.ms."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        bootstrap = f"127.0.0.1:{server.getsockname()[1]}"
+        config = tmp_path / "admin.properties"
+        config.write_text("default.api.timeout.ms=1500\n")
+        start = time.monotonic()
+        line = one_line_error(
+            samsa("topics", "--bootstrap-server", bootstrap, "--list", "--command-config", str(config))
+        )
+        assert line.startswith(f"samsa topics: error: timed out after 1.5 s waiting for {bootstrap}"), line
+        assert time.monotonic() - start < 8

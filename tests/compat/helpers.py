@@ -202,3 +202,42 @@ def stored_codecs(bootstrap: str, topic: str, partition: int = 0) -> set[str]:
             if offset >= res.high_watermark:
                 break
     return seen
+
+
+def broker_api_versions(bootstrap: str) -> dict[int, tuple[int, int]]:
+    from tests.compat.rawwire import Conn
+
+    with Conn(bootstrap) as conn:
+        return conn.api_versions(0).api_keys
+
+
+def librdkafka_sends(codec: str, api_keys: dict[int, tuple[int, int]], librdkafka_2_0: bool = False) -> str:
+    """The codec librdkafka actually puts on the wire for `compression.type=codec`.
+
+    librdkafka silently sends a batch uncompressed ("Broker does not support compression type
+    X: not compressing batch", debug=msg) when it decides from ApiVersions that the broker
+    lacks the codec (rdkafka_msgset_writer.c, rdkafka_feature.c):
+    * LZ4 needs FindCoordinator v0 advertised (a stand-in for "broker >= 0.8.2"), in every
+      librdkafka version;
+    * ZSTD needs Produce v7 and Fetch v10;
+    * librdkafka 2.0.x (Debian 12's kcat) also needs the Produce range to reach down to the
+      codec's minimum Produce version (0 for gzip, snappy and lz4; 7 for zstd), so against a
+      broker without Produce v0-v2 (Kafka 4.0 dropped them too) it compresses only zstd.
+    """
+
+    def has(key: int, version: int) -> bool:
+        lo, hi = api_keys.get(key, (-1, -2))
+        return lo <= version <= hi
+
+    def produce_reaches(version: int) -> bool:
+        return api_keys.get(0, (99, -1))[0] <= version
+
+    if codec == "none":
+        return "none"
+    if codec == "lz4" and not has(10, 0):
+        return "none"
+    if codec == "zstd" and not (has(0, 7) and has(1, 10)):
+        return "none"
+    if librdkafka_2_0 and not produce_reaches(7 if codec == "zstd" else 0):
+        return "none"
+    return codec

@@ -90,6 +90,29 @@ def test_b_waiting_fetch_returns_when_data_arrives_raw(broker: BrokerProcess, to
     assert latency < 1.0, f"waiting Fetch answered {latency:.3f}s after the produce (max_wait_ms=5000)"
 
 
+def test_b_fetch_racing_a_produce_is_not_missed(broker: BrokerProcess, topic_name: str) -> None:
+    # A Fetch that arrives just before a produce must still be completed by it: the broker
+    # has to register its wait and then look again (Kafka's tryCompleteElseWatch), or a
+    # produce landing between "no data" and "waiting" is missed and the Fetch sleeps max_wait.
+    b = broker.bootstrap
+    ck_create_topic(b, topic_name)
+    p = ck_producer(b, **{"linger.ms": 0})
+    slow = []
+    with rawwire.Conn(b) as conn:
+        for i in range(60):
+            cid = conn.send_fetch(topic_name, 0, i, max_wait_ms=2000, min_bytes=1)
+            t0 = time.monotonic()
+            p.produce(topic_name, f"r{i}".encode(), partition=0)
+            p.poll(0)
+            res = conn.receive_fetch(cid)
+            took = time.monotonic() - t0
+            assert res.error_code == 0
+            if took > 1.0:
+                slow.append((i, round(took, 3), res.high_watermark))
+            assert p.flush(DEADLINE_S) == 0
+    assert not slow, f"Fetches answered only at max_wait (fetch offset, seconds, high watermark): {slow}"
+
+
 def test_b_consumer_latency_with_long_fetch_wait(broker: BrokerProcess, topic_name: str) -> None:
     b = broker.bootstrap
     ck_create_topic(b, topic_name)

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Install what Samsa's build and tests need on a fresh Debian 12 machine. Safe to run again:
+# each step checks first and skips what is already there.
+#
+#   Debian packages: kcat (librdkafka 2.0.x, for tests/compat), nodejs + npm (only if `node`
+#                    is missing), python3-venv (only if a venv must be made with Debian's python)
+#   Python:          .venv with python >= 3.11, then `pip install -e '.[test]'`
+#   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
+#
+# Runs as root, or through sudo when not root.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+step() { printf '==> %s\n' "$*"; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        SUDO="sudo"
+    else
+        echo "install-deps: not root and no sudo; cannot install Debian packages" >&2
+        exit 1
+    fi
+fi
+
+APT_UPDATED=0
+apt_install() {
+    # apt_install PKG...: install the given Debian packages that are not installed yet.
+    local missing=()
+    local p
+    for p in "$@"; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+            missing+=("$p")
+        fi
+    done
+    if [ "${#missing[@]}" -eq 0 ]; then
+        step "apt: $* already installed"
+        return
+    fi
+    if [ "$APT_UPDATED" -eq 0 ]; then
+        step "apt: updating package lists"
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        APT_UPDATED=1
+    fi
+    step "apt: installing ${missing[*]}"
+    # (debconf's "delaying package configuration" notice on minimal images is noise)
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null 2> >(grep -v '^debconf: delaying package configuration' >&2)
+}
+
+# SAMSA_SKIP_TEST_DEPS=1 (run.sh): only what running Samsa needs, none of the test clients.
+TEST_DEPS=1
+[ "${SAMSA_SKIP_TEST_DEPS:-0}" = "1" ] && TEST_DEPS=0
+
+# --- Debian packages ---------------------------------------------------------------------
+if [ "$TEST_DEPS" = 1 ]; then
+    apt_install kcat
+    if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+        step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
+    else
+        apt_install nodejs npm
+    fi
+fi
+
+# --- Python venv -------------------------------------------------------------------------
+python_ok() { "$1" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; }
+
+if [ -x .venv/bin/python ] && python_ok .venv/bin/python; then
+    step "venv: .venv already exists ($(.venv/bin/python --version))"
+else
+    PY=""
+    for cand in python3.13 python3.12 python3.11 python3; do
+        if command -v "$cand" >/dev/null 2>&1 && python_ok "$cand"; then
+            PY="$(command -v "$cand")"
+            break
+        fi
+    done
+    if [ -z "$PY" ]; then
+        apt_install python3 python3-venv
+        PY=/usr/bin/python3
+        python_ok "$PY" || { echo "install-deps: no python >= 3.11 found" >&2; exit 1; }
+    fi
+    if ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
+        apt_install python3-venv
+    fi
+    step "venv: creating .venv with $PY ($("$PY" --version))"
+    rm -rf .venv
+    "$PY" -m venv .venv
+fi
+
+if [ "$TEST_DEPS" = 1 ]; then
+    step "pip: installing samsa (editable) with the test extra"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+else
+    step "pip: installing samsa (editable)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+fi
+# Byte-compile now: start-up time matters and PYTHONDONTWRITEBYTECODE may be set.
+step "python: byte-compiling samsa"
+PYTHONDONTWRITEBYTECODE= .venv/bin/python -m compileall -q samsa >/dev/null
+if [ "$TEST_DEPS" = 0 ]; then
+    step "done: $(.venv/bin/python --version)"
+    exit 0
+fi
+
+# --- kafkajs runner ----------------------------------------------------------------------
+step "npm: installing compat/kafkajs dependencies"
+if [ -f compat/kafkajs/package-lock.json ]; then
+    (cd compat/kafkajs && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+else
+    (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+KCAT_VERSION="$(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\) .*librdkafka \([0-9.]*\).*/\1 (librdkafka \2)/p')"
+step "done: kcat ${KCAT_VERSION:-?}, node $(node --version), $(.venv/bin/python --version)"
