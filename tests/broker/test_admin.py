@@ -9,6 +9,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewPartitions,
     NewTopic,
     OffsetSpec,
@@ -58,7 +59,8 @@ def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, top
     res = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
     configs = a.describe_configs([res])[res].result(10)
     assert configs["retention.ms"].value == "60000" and not configs["retention.ms"].is_default
-    assert configs["segment.bytes"].value == "1073741824"
+    assert configs["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert configs["segment.bytes"].value == "1073741824" and configs["segment.bytes"].is_default
     change = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
         ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET)])
@@ -83,7 +85,8 @@ def test_broker_dynamic_config_survives_restart(broker_factory) -> None:  # type
     res = ConfigResource(ConfigResource.Type.BROKER, "0")
     configs = a.describe_configs([res])[res].result(10)
     assert configs["log.retention.ms"].value == "123456"
-    assert configs["log.retention.ms"].source == 3  # DYNAMIC_BROKER_CONFIG
+    assert configs["log.retention.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert configs["log.segment.bytes"].is_default
     readonly = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
         ConfigEntry("listeners", "PLAINTEXT://:1", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException, match="INVALID_CONFIG"):
