@@ -17,6 +17,7 @@ import functools
 import logging
 import os
 import re
+import signal
 import socket
 import struct
 import time
@@ -347,6 +348,25 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("connection closed by the broker")
         buf += chunk
     return bytes(buf)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM, delivered like Ctrl-C so the tools wind down the same way (exit code 128 + 15)."""
+
+    exit_code = 143
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Stopped()
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM raise `Stopped` (a KeyboardInterrupt), as Kafka's shutdown hooks run on it."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def interrupted_exit_code(e: KeyboardInterrupt) -> int:
+    return int(getattr(e, "exit_code", 130))
 
 
 def topic_matcher(pattern: str) -> re.Pattern[str]:

@@ -258,9 +258,10 @@ def run(argv: list[str]) -> int:
         props["enable.auto.offset.store"] = "false"
     else:
         props["group.id"] = group
+    cl.stop_on_sigterm()
     errors = cl.ClientErrors()
     consumer = cl.make_client(Consumer, cl.client_config(a.bootstrap_server, props, errors))
-    count = 0
+    progress = _Progress()
     exit_code = 0
     try:
         md = cl.wait_for_cluster(consumer, errors, a.bootstrap_server)
@@ -275,14 +276,18 @@ def run(argv: list[str]) -> int:
             consumer.subscribe([a.topic] if a.topic else ["^" + a.include.lstrip("^")])
             ready = True
         if ready:
-            count, exit_code = _consume(consumer, formatter, a, timeout_s)
-    except KeyboardInterrupt:
-        exit_code = 130
+            exit_code = _consume(consumer, formatter, a, timeout_s, progress)
+    except KeyboardInterrupt as e:
+        exit_code = cl.interrupted_exit_code(e)
     finally:
-        with contextlib.suppress(Exception):  # closing must not hide the real outcome
+        with contextlib.suppress(BaseException):  # closing must not hide the real outcome
             consumer.close()
-        print(f"Processed a total of {count} messages", file=sys.stderr, flush=True)
+        print(f"Processed a total of {progress.count} messages", file=sys.stderr, flush=True)
     return exit_code
+
+
+class _Progress:
+    count = 0
 
 
 def _assign(consumer: Consumer, errors: cl.ClientErrors, a: Any, md: Any, start: int, timeout_s: float | None) -> bool:
@@ -319,14 +324,13 @@ def _assign(consumer: Consumer, errors: cl.ClientErrors, a: Any, md: Any, start:
     return True
 
 
-def _consume(consumer: Consumer, formatter: Formatter, a: Any, timeout_s: float | None) -> tuple[int, int]:
+def _consume(consumer: Consumer, formatter: Formatter, a: Any, timeout_s: float | None, progress: _Progress) -> int:
     out: BinaryIO = sys.stdout.buffer
     limit = a.max_messages if a.max_messages is not None and a.max_messages > 0 else None
-    count = 0
     last = time.monotonic()
-    while limit is None or count < limit:
+    while limit is None or progress.count < limit:
         wait = 1.0 if timeout_s is None else max(0.0, min(1.0, last + timeout_s - time.monotonic()))
-        batch = consumer.consume(num_messages=500 if limit is None else min(500, limit - count), timeout=wait)
+        batch = consumer.consume(num_messages=500 if limit is None else min(500, limit - progress.count), timeout=wait)
         now = time.monotonic()
         chunks: list[str] = []
         for msg in batch:
@@ -337,24 +341,25 @@ def _consume(consumer: Consumer, formatter: Formatter, a: Any, timeout_s: float 
                 if a.skip_message_on_error and not err.fatal():
                     print(f"Error processing message, skipping this message: {cl.error_message(err)}", file=sys.stderr)
                     continue
+                progress.count += len(chunks)
                 _write(out, chunks)
                 print(
                     f"Error processing message, terminating consumer process: {cl.error_message(err)}", file=sys.stderr
                 )
-                return count, 1
+                return 1
             chunks.append(formatter.format(msg))
-            count += 1
             last = now
-            if limit is not None and count >= limit:
+            if limit is not None and progress.count + len(chunks) >= limit:
                 break
+        progress.count += len(chunks)  # counted before printing, as Kafka does
         if not _write(out, chunks):
             print("Unable to write to standard out, closing consumer.", file=sys.stderr)
             # Nobody reads stdout any more: point it at /dev/null so the exit-time flush is quiet.
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return count, 1
+            return 1
         if timeout_s is not None and not batch and now - last >= timeout_s:
             break
-    return count, 0
+    return 0
 
 
 def _write(out: BinaryIO, chunks: list[str]) -> bool:

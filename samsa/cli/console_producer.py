@@ -277,20 +277,24 @@ def run(argv: list[str]) -> int:
     producer = cl.make_client(Producer, conf)
     cl.wait_for_cluster(producer, errors, bootstrap)
 
-    sent = 0
+    cl.stop_on_sigterm()
+    interrupted: int | None = None
     try:
         for line in _lines():
             headers, key, value = reader.parse(line)
             _produce(producer, a.topic, key, value, headers, deliveries)
-            sent += 1
             if a.sync:
                 _flush(producer, errors, bootstrap)
             else:
                 producer.poll(0)
             if deliveries.fatal is not None:
                 break
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: like Kafka's shutdown hook, send what was read
+        interrupted = cl.interrupted_exit_code(e)
     finally:
         _flush(producer, errors, bootstrap)
+    if interrupted is not None:
+        return interrupted
     if deliveries.fatal is not None:
         raise CliError(f"producer failed: {cl.error_message(deliveries.fatal)}")
     return 1 if deliveries.failed else 0

@@ -69,55 +69,22 @@ def producer_parser() -> ArgumentParser:
         prog="samsa perf produce",
         description="This tool is used to verify the producer performance (like kafka-producer-perf-test.sh).",
     )
-    p.add_argument("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
-    p.add_argument(
-        "--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of messages to produce"
-    )
+    add = p.add_argument
+    add("--topic", required=True, metavar="TOPIC", help="produce messages to this topic")
+    add("--num-records", required=True, type=int, metavar="NUM-RECORDS", help="number of messages to produce")
     payload = p.add_mutually_exclusive_group(required=True)
     payload.add_argument("--record-size", type=int, metavar="RECORD-SIZE", help="message size in bytes")
-    payload.add_argument(
-        "--payload-file", metavar="PAYLOAD-FILE", help="file to read the message payloads from (UTF-8 text)"
-    )
-    payload.add_argument(
-        "--payload-monotonic", action="store_true", help="payload is a monotonically increasing integer"
-    )
-    p.add_argument(
-        "--payload-delimiter",
-        default="\\n",
-        metavar="PAYLOAD-DELIMITER",
-        help="delimiter of payloads in --payload-file (default: \\n)",
-    )
-    p.add_argument(
-        "--throughput",
-        required=True,
-        type=float,
-        metavar="THROUGHPUT",
-        help="throttle maximum message throughput to *approximately* THROUGHPUT messages/sec. -1 disables throttling.",
-    )
-    p.add_argument(
-        "--producer-props",
-        nargs="+",
-        metavar="PROP-NAME=PROP-VALUE",
-        help="producer configuration properties like bootstrap.servers,client.id etc.",
-    )
-    p.add_argument(
-        "--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file."
-    )
-    p.add_argument(
-        "--bootstrap-server", metavar="SERVER", help="The server(s) to connect to (overrides bootstrap.servers)."
-    )
-    p.add_argument("--print-metrics", action="store_true", help="print librdkafka statistics at the end of the test.")
-    p.add_argument("--transactional-id", metavar="TRANSACTIONAL-ID", help="The transactional id to use.")
-    p.add_argument(
-        "--transaction-duration-ms", type=int, metavar="TRANSACTION-DURATION", help="The max age of each transaction."
-    )
-    p.add_argument(
-        "--warmup-records",
-        type=int,
-        default=0,
-        metavar="WARMUP-RECORDS",
-        help="The number of records to treat as warmup (default: 0).",
-    )
+    payload.add_argument("--payload-file", metavar="PAYLOAD-FILE", help="file to read the payloads from (UTF-8 text)")
+    payload.add_argument("--payload-monotonic", action="store_true", help="payload is an increasing integer")
+    add("--payload-delimiter", default="\\n", metavar="DELIMITER", help="payload delimiter in --payload-file")
+    add("--throughput", required=True, type=float, metavar="THROUGHPUT", help="messages/sec to aim for; -1: no limit")
+    add("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE", help="producer properties (bootstrap.servers..)")
+    add("--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file.")
+    add("--bootstrap-server", metavar="SERVER", help="The server(s) to connect to (overrides bootstrap.servers).")
+    add("--print-metrics", action="store_true", help="print librdkafka statistics at the end of the test.")
+    add("--transactional-id", metavar="TRANSACTIONAL-ID", help="The transactional id to use.")
+    add("--transaction-duration-ms", type=int, metavar="MS", help="The max age of each transaction (default 3000).")
+    add("--warmup-records", type=int, default=0, metavar="N", help="records left out of the steady-state statistics")
     return p
 
 
@@ -378,58 +345,24 @@ def consumer_parser() -> ArgumentParser:
         prog="samsa perf consume",
         description="This tool is used to verify the consumer performance (like kafka-consumer-perf-test.sh).",
     )
-    p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
-    p.add_argument("--topic", metavar="TOPIC", help="The topic to consume from.")
-    p.add_argument(
-        "--include", metavar="REGEX", help="Regular expression specifying list of topics to include for consumption."
-    )
-    p.add_argument(
-        "--group",
-        metavar="GID",
-        help="The group id to consume on (joins a consumer group; without it partitions are assigned directly).",
-    )
-    p.add_argument(
-        "--fetch-size",
-        type=int,
-        default=1024 * 1024,
-        metavar="SIZE",
-        help="The amount of data to fetch in a single request.",
-    )
-    p.add_argument(
-        "--from-latest",
-        action="store_true",
-        help="Start with the latest message present in the log rather than the earliest message.",
-    )
-    p.add_argument(
+    add = p.add_argument
+    add("--bootstrap-server", metavar="SERVER", help="REQUIRED: The server(s) to connect to.")
+    add("--topic", metavar="TOPIC", help="The topic to consume from.")
+    add("--include", metavar="REGEX", help="Regular expression specifying list of topics to include.")
+    add("--group", metavar="GID", help="Join this consumer group (without it, partitions are assigned directly).")
+    add("--fetch-size", type=int, default=1024 * 1024, metavar="SIZE", help="max.partition.fetch.bytes")
+    add("--from-latest", action="store_true", help="Start at the end of the log rather than the beginning.")
+    add(
         "--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="SIZE", help="The size of the tcp RECV size."
     )
-    p.add_argument("--consumer.config", dest="consumer_config", metavar="FILE", help="Consumer config properties file.")
-    p.add_argument("--print-metrics", action="store_true", help="Accepted for compatibility; ignored.")
-    p.add_argument(
-        "--show-detailed-stats", action="store_true", help="If set, stats are reported for each reporting interval."
-    )
-    p.add_argument(
-        "--timeout",
-        type=int,
-        default=10_000,
-        metavar="MS",
-        help="The maximum allowed time in milliseconds between returned records.",
-    )
-    p.add_argument("--messages", type=int, metavar="COUNT", help="REQUIRED: The number of messages to consume.")
-    p.add_argument(
-        "--reporting-interval",
-        type=int,
-        default=5000,
-        metavar="INTERVAL_MS",
-        help="Interval in milliseconds at which to print progress info.",
-    )
-    p.add_argument(
-        "--date-format",
-        default="yyyy-MM-dd HH:mm:ss:SSS",
-        metavar="FORMAT",
-        help="The date format to use for formatting the time field (java.text.SimpleDateFormat).",
-    )
-    p.add_argument("--hide-header", action="store_true", help="If set, skips printing the header for the stats")
+    add("--consumer.config", dest="consumer_config", metavar="FILE", help="Consumer config properties file.")
+    add("--print-metrics", action="store_true", help="Accepted for compatibility; ignored.")
+    add("--show-detailed-stats", action="store_true", help="Report stats for each reporting interval.")
+    add("--timeout", type=int, default=10_000, metavar="MS", help="Longest wait between records (default 10000).")
+    add("--messages", type=int, metavar="COUNT", help="REQUIRED: The number of messages to consume.")
+    add("--reporting-interval", type=int, default=5000, metavar="MS", help="Interval between progress lines.")
+    add("--date-format", default="yyyy-MM-dd HH:mm:ss:SSS", metavar="FORMAT", help="java.text.SimpleDateFormat")
+    add("--hide-header", action="store_true", help="If set, skips printing the header for the stats")
     return p
 
 

@@ -29,7 +29,7 @@ def handle(ctx: Any, req: Any) -> Any:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
             else:
-                parts.append(append_partition(broker, t.name, pd.index, pd.records))
+                parts.append(append_partition(broker, t.name, pd.index, pd.records, acks))
         responses.append({"name": t.name, "partition_responses": parts})
     if acks == 0:
         return NO_RESPONSE
@@ -59,7 +59,7 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str,
             "log_start_offset": -1, "error_message": message}
 
 
-def append_partition(broker: Any, topic: str, index: int, records: Any) -> dict[str, Any]:
+def append_partition(broker: Any, topic: str, index: int, records: Any, acks: int) -> dict[str, Any]:
     try:
         validate_topic_name(topic)
     except KafkaError as e:
@@ -67,6 +67,10 @@ def append_partition(broker: Any, topic: str, index: int, records: Any) -> dict[
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    isr = len(broker.topics[topic].partitions[index])  # single node: every replica is in sync
+    if acks == -1 and isr < broker.topics[topic].min_insync_replicas:
+        return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
+                      f"{isr} in-sync replicas, min.insync.replicas={broker.topics[topic].min_insync_replicas}")
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     max_bytes = partition.log.config.max_message_bytes

@@ -95,6 +95,7 @@ class Broker:
         """The topic's log config in force; also refreshes what the produce path reads."""
         effective = effective_topic_config(self.config, topic.configs)
         topic.compression_type = effective.get("compression.type", "producer")
+        topic.min_insync_replicas = int(effective.get("min.insync.replicas", "1"))
         return LogConfig.from_topic_configs(effective)
 
     def host_topic(self, topic: Topic) -> None:

@@ -12,8 +12,13 @@ MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
+_VALID_SEEN: set[str] = set()
+
+
 def validate_topic_name(name: str) -> None:
     """Raise INVALID_TOPIC_EXCEPTION for a name Kafka would refuse."""
+    if name in _VALID_SEEN:
+        return
     if not name:
         raise KafkaError(ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is empty")
     if name in (".", ".."):
@@ -25,6 +30,8 @@ def validate_topic_name(name: str) -> None:
             ErrorCode.INVALID_TOPIC_EXCEPTION,
             f"Topic name {name!r} is illegal: it may contain only ASCII letters, digits, '.', '_' and '-'",
         )
+    if len(_VALID_SEEN) < 100_000:
+        _VALID_SEEN.add(name)
 
 
 @dataclass
@@ -34,6 +41,7 @@ class Topic:
     partitions: dict[int, list[int]]
     configs: dict[str, str] = field(default_factory=dict)
     compression_type: str = "producer"  # the topic's compression.type in force
+    min_insync_replicas: int = 1  # the topic's min.insync.replicas in force
 
     @property
     def replication_factor(self) -> int:

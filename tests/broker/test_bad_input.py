@@ -140,3 +140,13 @@ def test_topic_compression_type_recompresses(broker: BrokerProcess, topic_name: 
         records = bytes(resp.responses[0].partitions[0].records)
         assert parse_header(records).compression == 4
         assert [r.value for r in iter_all_records(records)] == [b"v" * 10] * 4
+
+
+def test_acks_all_below_min_insync_replicas_is_refused(broker: BrokerProcess, topic_name: str) -> None:
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name, configs={"min.insync.replicas": "2"})
+        assert produce(c, topic_name, batch()).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+        acks1 = c.request(0, PRODUCE_V, {"acks": 1, "timeout": 5000, "topic_data": [
+            {"name": topic_name, "partition_data": [{"index": 0, "records": bytes(batch())}]}]})
+        assert acks1.responses[0].partition_responses[0].error_code == 0
+        assert latest_offset(c, topic_name) == 3

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+import signal
 import time
 from typing import Any
 
-from tests.cli.helpers import ok, one_line_error, samsa
+import pytest
+
+from tests.cli.helpers import ok, one_line_error, samsa, spawn
 
 
 def create(broker: Any, topic: str, partitions: int = 1, *configs: str) -> None:
@@ -208,3 +211,18 @@ def test_include_regex(broker: Any, topic_name: str) -> None:
         "2",
     )
     assert sorted(ok(proc).split()) == ["a", "b"]
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_reports_count(broker: Any, topic_name: str, sig: signal.Signals, code: int) -> None:
+    """Ctrl-C / SIGTERM end an open-ended consumer with Kafka's count line."""
+    create(broker, topic_name)
+    ok(produce(broker, topic_name, "a\nb\n"))
+    proc = spawn("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic_name, "--from-beginning")
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "a\n" and proc.stdout.readline() == "b\n"
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == code, err
+    assert err.strip().splitlines()[-1] == "Processed a total of 2 messages", err
+    assert "Traceback" not in err

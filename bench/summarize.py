@@ -1,0 +1,58 @@
+"""Summarize a bench/compare_peers.sh results directory as a Markdown table (medians)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+
+def rows(path: Path, kind: str) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if d.get("kind") == kind:
+            out.append(d)
+    return out
+
+
+def med(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f}" if values else "-"
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    labels = ["samsa", "tansu", "noida", "mock"]
+    print("| workload | " + " | ".join(labels) + " |")
+    print("|---|" + "---|" * len(labels))
+    for wl, name in (("A", "1M x 100 B acks=1"), ("B", "200k x 1 KiB acks=all")):
+        for phase in ("produce", "consume"):
+            cells = []
+            for label in labels:
+                rs = rows(out / f"{wl}-{label}.jsonl", phase)
+                cpu = [r["other_cpu_pct"] for r in rs if r.get("other_cpu_pct") is not None]
+                cell = med([r["records_per_s"] for r in rs])
+                if cpu:
+                    cell += f" (other {max(cpu):.0f}%)"
+                cells.append(cell)
+            print(f"| {name} {phase} rec/s | " + " | ".join(cells) + " |")
+    cells = []
+    for label in labels:
+        rs = rows(out / f"C-{label}.jsonl", "latency")
+        cells.append(f"{rs[0]['p50_ms']:.2f} / {rs[0]['p99_ms']:.2f}" if rs else "-")
+    print("| e2e latency 10k/s linger 5, p50 / p99 ms | " + " | ".join(cells) + " |")
+    cells = []
+    for label in labels:
+        rs = rows(out / f"{label}-startup.jsonl", "startup")
+        cells.append(f"{rs[0]['metadata_s'] * 1000:.0f} ms / {rs[0]['rss_mb']:.0f} MB" if rs and rs[0].get("metadata_s") else "-")
+    print("| ready after launch / RSS | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
