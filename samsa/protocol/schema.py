@@ -165,13 +165,19 @@ class StructCodec:
             else:
                 self.tagged[spec.tag] = spec
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
+        # Flat tuples for the hot loops below (attribute lookups cost more than the work).
+        self._dec = tuple((f.name, f.decode) for f in self.fields)
+        self._enc = tuple((f.name, f.encode, f.default, callable(f.default)) for f in self.fields)
 
     def decode(self, r: Reader) -> Msg:
         m = Msg()
         d = m.__dict__
-        for f in self.fields:
-            d[f.name] = f.decode(r)
+        for name, dec in self._dec:
+            d[name] = dec(r)
         if self.flexible:
+            if not self._tag_order and r.pos < r.end and r.buf[r.pos] == 0:
+                r.pos += 1  # no tagged fields: the common case
+                return m
             for f in self._tag_order:
                 d[f.name] = f.default() if callable(f.default) else f.default
             read_tagged_fields(r, self.tagged, d)
@@ -179,9 +185,15 @@ class StructCodec:
 
     def encode(self, out: Out, obj: Any) -> None:
         get = obj.get if isinstance(obj, dict) else (lambda n, dflt: getattr(obj, n, dflt))
-        for f in self.fields:
-            f.encode(out, get(f.name, _MISSING))
+        for name, enc, dflt, dcall in self._enc:
+            v = get(name, _MISSING)
+            if v is _MISSING:
+                v = dflt() if dcall else dflt
+            enc(out, v)
         if self.flexible:
+            if not self._tag_order:
+                out.append(0)
+                return
             present = []
             for f in self._tag_order:
                 v = get(f.name, _MISSING)
@@ -249,14 +261,6 @@ def _compile_field(f: tuple[Any, ...], flexible: bool) -> FieldSpec:
     elif isinstance(default, tuple):
         items = default
         default = lambda: list(items)  # noqa: E731
-    if tag is None:
-        inner_enc = enc
-
-        def enc(out: Out, v: Any, _inner: Encoder = inner_enc, _d: Any = default) -> None:
-            if v is _MISSING:
-                v = _d() if callable(_d) else _d
-            _inner(out, v)
-
     return FieldSpec(name, tag, default, dec, enc)
 
 

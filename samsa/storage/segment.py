@@ -16,7 +16,9 @@ segment is closed, so fetches can sendfile from it.
 from __future__ import annotations
 
 import os
+import struct
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -59,6 +61,10 @@ def parse_segment_file_name(name: str) -> tuple[int, str] | None:
     return int(stem), "." + suffix
 
 
+RECENT_BATCHES = 64
+_BASE = struct.Struct(">q")
+
+
 class BatchPos(NamedTuple):
     """Where one batch sits in a segment, from its header alone."""
 
@@ -85,6 +91,9 @@ class LogSegment:
         self.max_timestamp = ts  # largest batch max timestamp (-1: none)
         self.offset_of_max_timestamp = ts_offset  # last offset of the batch that has it
         self.bytes_since_last_index_entry = 0
+        # The last few batches appended since open: a consumer following the tail asks for
+        # one of them, and finds it here without reading headers back from the file.
+        self.recent: deque[BatchPos] = deque(maxlen=RECENT_BATCHES)
         self._data_synced = not existing
         self._renamed = False
 
@@ -163,8 +172,10 @@ class LogSegment:
             raise
         self._data_synced = False
         self.size = start + len(buf)
+        recent = self.recent
         for pos, last_offset, max_ts, size in batches:
             self.index_batch(start + pos, last_offset, max_ts, size)
+            recent.append(BatchPos(start + pos, _BASE.unpack_from(buf, pos)[0], last_offset, size, max_ts))
 
     def index_batch(self, position: int, last_offset: int, max_timestamp: int, size: int) -> None:
         """Account one batch already in the file (append and recovery share this)."""
@@ -178,6 +189,7 @@ class LogSegment:
         self.bytes_since_last_index_entry += size
 
     def reset_indexes(self) -> None:
+        self.recent.clear()
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp = -1
@@ -209,6 +221,11 @@ class LogSegment:
 
     def find_batch(self, offset: int, start: int | None = None) -> BatchPos | None:
         """The first batch whose last offset is >= `offset` (None if the segment has none)."""
+        recent = self.recent
+        if start is None and recent and recent[0].base_offset <= offset <= recent[-1].last_offset:
+            for b in recent:
+                if b.last_offset >= offset:
+                    return b
         if start is None:
             _, start = self.offset_index.lookup(offset)
         for batch in self.iter_batches(start):
@@ -286,6 +303,7 @@ class LogSegment:
 
         None if nothing was removed. A batch holding `offset` is removed whole.
         """
+        self.recent.clear()
         batch = self.find_batch(offset)
         if batch is None:
             return None
