@@ -20,32 +20,42 @@ if [ ! -x "$A/bin/tansu" ] || [ ! -x "$A/bin/noida-db" ]; then
 fi
 DATA=$(mktemp -d)
 printf 'broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:29094\nlog.dirs=%s/samsa\n' "$DATA" > "$DATA/server.properties"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done; rm -rf "$DATA"; }
+PID=""
+cleanup() { [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null; rm -rf "$DATA"; }
 trap cleanup EXIT
-start() {  # start LABEL PORT CMD...
-  local label=$1 port=$2; shift 2
-  $K startup --bootstrap "127.0.0.1:$port" --label "$label" --pid-file "$OUT/$label.pid" --log "$OUT/$label.log" -- "$@" \
-     > "$OUT/$label-startup.jsonl" 2>/dev/null
-  PIDS+=("$(cat "$OUT/$label.pid")")
+# Each broker runs alone while it is measured: a peer idling in the background is not idle
+# (noida-db re-saves its whole state every ~1.5 s), so brokers never overlap.
+start() {  # start LABEL PORT: launch, wait until it answers Metadata, set PID
+  local label=$1 port=$2 cmd
+  case $label in
+    samsa) rm -rf "$DATA/samsa"; cmd=(.venv/bin/python -m samsa broker start "$DATA/server.properties") ;;
+    tansu) cmd=("$A/bin/tansu" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine memory://tansu/) ;;
+    noida) rm -rf "$DATA/noida"; cmd=("$A/bin/noida-db" start --only kafka --kafka-port "$port" --host 127.0.0.1 --data-dir "$DATA/noida") ;;
+  esac
+  $K startup --bootstrap "127.0.0.1:$port" --label "$label" --pid-file "$OUT/$label.pid" --log "$OUT/$label.log" -- "${cmd[@]}" \
+     >> "$OUT/$label-startup.jsonl" 2>/dev/null
+  PID=$(cat "$OUT/$label.pid")
 }
-echo "==> starting the three brokers"
-start samsa 29094 .venv/bin/python -m samsa broker start "$DATA/server.properties"
-start tansu 29092 "$A/bin/tansu" broker --listener-url tcp://127.0.0.1:29092 --advertised-listener-url tcp://127.0.0.1:29092 --storage-engine memory://tansu/
-start noida 29093 "$A/bin/noida-db" start --only kafka --kafka-port 29093 --host 127.0.0.1 --data-dir "$DATA/noida"
+stop() { kill -TERM "$PID" 2>/dev/null || true; while kill -0 "$PID" 2>/dev/null; do sleep 0.1; done; PID=""; }
+PEERS=(samsa:29094 tansu:29092 noida:29093)
 for i in $(seq "$REPEAT"); do
-  for peer in samsa:29094 tansu:29092 noida:29093; do
-    label=${peer%%:*}; port=${peer##*:}; pid=$(cat "$OUT/$label.pid")
+  for peer in "${PEERS[@]}"; do
+    label=${peer%%:*}; port=${peer##*:}
     extra=(); [ "$label" = noida ] && extra=(--cconf receive.message.max.bytes=2147483647)
     echo "==> round $i: $label"
-    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$pid" --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/A-$label.jsonl" 2>/dev/null
-    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$pid" --num 200000 --size 1024 --acks all --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/B-$label.jsonl" 2>/dev/null
+    start "$label" "$port"
+    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/A-$label.jsonl" 2>/dev/null
+    $K throughput --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --num 200000 --size 1024 --acks all --linger-ms 5 --repeat 1 "${extra[@]}" >> "$OUT/B-$label.jsonl" 2>/dev/null
+    stop
   done
   $K throughput --bootstrap mock --label mock --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 --no-consume >> "$OUT/A-mock.jsonl" 2>/dev/null
+  $K throughput --bootstrap mock --label mock --num 200000 --size 1024 --acks all --linger-ms 5 --repeat 1 --no-consume >> "$OUT/B-mock.jsonl" 2>/dev/null
 done
-for peer in samsa:29094 tansu:29092 noida:29093; do
+for peer in "${PEERS[@]}"; do
   label=${peer%%:*}; port=${peer##*:}
   echo "==> latency: $label"
-  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$(cat "$OUT/$label.pid")" --rate 10000 --duration 10 --warmup 2 --linger-ms 5 --acks 1 > "$OUT/C-$label.jsonl" 2>/dev/null
+  start "$label" "$port"
+  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --rate 10000 --duration 10 --warmup 2 --linger-ms 5 --acks 1 > "$OUT/C-$label.jsonl" 2>/dev/null
+  stop
 done
 .venv/bin/python bench/summarize.py "$OUT"
