@@ -228,6 +228,7 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members before the first rebalance of a group."),
     _b("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _b("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
+    _b("offset.metadata.max.bytes", "int", 4096, "Largest metadata string a committed offset may carry.", at_least(0)),
     _b("group.max.size", "int", INT_MAX, "Most members in one group.", at_least(1)),
     # replication and leadership
     _b("replica.lag.time.max.ms", "long", 30000, "Follower lag before it leaves the ISR."),

@@ -36,6 +36,7 @@ def handle(ctx: Any, req: Any) -> Any:
     return {"responses": responses, "throttle_time": 0}
 
 
+INTERNAL_OFFSETS_TOPIC = "__consumer_offsets"
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # "producer": keep as sent
 
 
@@ -64,6 +65,8 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
         validate_topic_name(topic)
     except KafkaError as e:
         return _error(index, e.code, e.message)
+    if topic == INTERNAL_OFFSETS_TOPIC:
+        return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

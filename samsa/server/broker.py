@@ -21,6 +21,7 @@ from samsa.metadata import zkdata
 from samsa.metadata.store import EmbeddedStore, MetadataStore, NodeExists
 from samsa.server.admin import AdminManager
 from samsa.server.dispatch import Dispatcher
+from samsa.server.group_manager import GroupManager
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.replica_manager import Partition, ReplicaManager
@@ -46,6 +47,7 @@ class Broker:
         self.cluster_id = ""
         self.dispatcher = Dispatcher(self, HANDLER_MODULES)
         self.admin = AdminManager(self)
+        self.groups = GroupManager(self)
         self.listeners: list[Listener] = []
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]  # set by open_storage()
         self._stopping: asyncio.Event | None = None
@@ -161,6 +163,7 @@ class Broker:
         flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)
         self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), logs.checkpoint, "checkpoint")
+        self._every(60_000, self.groups.maybe_compact, "__consumer_offsets compaction")
 
     async def run(self) -> int:
         self.loop = asyncio.get_running_loop()
@@ -169,6 +172,7 @@ class Broker:
             self.loop.add_signal_handler(sig, self._stopping.set)
         t0 = time.monotonic()
         self.open_storage()
+        self.groups.startup()
         self.start_listeners()
         self.start_timers()
         where = ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}" for lst in self.listeners)
@@ -192,6 +196,7 @@ class Broker:
             t.cancel()
         for lst in self.listeners:
             lst.close()
+        self.groups.shutdown()
         if self.logs is not None:
             self.logs.shutdown()
         if self.store is not None:

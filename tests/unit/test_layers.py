@@ -14,8 +14,9 @@ ALLOWED = {
     "protocol": set(),
     "storage": {"protocol"},
     "metadata": set(),
-    "server": {"protocol", "storage", "metadata", "handlers", "config"},
-    "handlers": {"protocol", "storage", "metadata", "server", "config"},
+    "coordinator": {"protocol"},
+    "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator"},
+    "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator"},
 }
 
 

@@ -1,0 +1,40 @@
+"""FindCoordinator (10): which broker coordinates a consumer group.
+
+The coordinator of group G is the leader of `__consumer_offsets` partition
+abs(hash(G)) % offsets.topic.num.partitions. Transaction coordinators are not served yet:
+key type 1 gets COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+
+API_KEY = 10
+MIN_VERSION = 0
+MAX_VERSION = 6
+
+GROUP = 0
+
+
+def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
+    if key_type != GROUP:
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                "error_message": "transactions are not supported by this broker"}
+    node = ctx.broker.groups.coordinator_for(key, ctx.conn.server.name)
+    if node is None:
+        return {"key": key, "node_id": -1, "host": "", "port": -1,
+                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
+    node_id, host, port = node
+    return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": 0, "error_message": None}
+
+
+def handle(ctx: Any, req: Any) -> dict[str, Any]:
+    if ctx.version >= 4:
+        return {"throttle_time": 0,
+                "coordinators": [_lookup(ctx, k, req.key_type) for k in req.coordinator_keys]}
+    found = _lookup(ctx, req.key, getattr(req, "key_type", GROUP))
+    return {"throttle_time": 0, "error_code": found["error_code"], "error_message": found["error_message"],
+            "node_id": found["node_id"], "host": found["host"], "port": found["port"]}

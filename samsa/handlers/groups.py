@@ -1,0 +1,46 @@
+"""Shared plumbing of the consumer-group APIs: route to the group's shard, append what it
+wrote, answer once the records are in the log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+
+
+def shard_or_none(ctx: Any, group_id: str) -> Any:
+    return ctx.broker.groups.shard_for(group_id)
+
+
+def client_host(ctx: Any) -> str:
+    peer = ctx.conn.peer
+    return f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
+
+
+def run(ctx: Any, shard: Any, op: Callable[[], Any]) -> Any:
+    """Run a shard operation, then append its records before the answer goes out."""
+    try:
+        return op()
+    finally:
+        ctx.broker.groups.commit(shard)
+
+
+def run_delayed(ctx: Any, shard: Any, op: Callable[[Callable[[dict[str, Any]], None]], None]) -> "asyncio.Future[Any]":
+    """JoinGroup/SyncGroup: the shard answers through a callback, maybe during a later call.
+
+    Setting a future's result only schedules its callbacks, so the answer is sent after the
+    records of the call that produced it have been appended.
+    """
+    fut: asyncio.Future[Any] = ctx.broker.loop.create_future()
+
+    def respond(body: dict[str, Any]) -> None:
+        if not fut.done():
+            fut.set_result(body)
+
+    run(ctx, shard, lambda: op(respond))
+    return fut
+
+
+NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)

@@ -1,0 +1,22 @@
+"""ListGroups (16): every group of every shard on this broker (v4+ filters by state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_KEY = 16
+MIN_VERSION = 0
+MAX_VERSION = 5
+
+
+def handle(ctx: Any, req: Any) -> Any:
+    states = list(getattr(req, "states_filter", None) or []) or None
+    types = set(getattr(req, "types_filter", None) or [])
+    groups = []
+    for shard in ctx.broker.groups.shards.values():
+        for group_id, protocol_type, state in shard.list_groups(states):
+            if types and "classic" not in {t.lower() for t in types}:
+                continue
+            groups.append({"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
+                           "group_type": "classic"})
+    return {"throttle_time": 0, "error_code": 0, "groups": groups}

@@ -1,0 +1,20 @@
+"""OffsetCommit (8): committed offsets become records in `__consumer_offsets`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.handlers.groups import NOT_COORDINATOR, run, shard_or_none
+
+API_KEY = 8
+MIN_VERSION = 2
+MAX_VERSION = 9
+
+
+def handle(ctx: Any, req: Any) -> Any:
+    shard = shard_or_none(ctx, req.group_id)
+    if shard is None:
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": NOT_COORDINATOR}
+                                            for p in t.partitions]} for t in req.topics]}
+    return run(ctx, shard, lambda: shard.offset_commit(req, ctx.version))

@@ -1,0 +1,205 @@
+"""Runs the group coordinator shards of the `__consumer_offsets` partitions this broker leads.
+
+How it works: group G lives in partition abs(hash(G)) % offsets.topic.num.partitions of the
+compacted internal topic `__consumer_offsets` (Kafka's rule, so clients and tools agree on
+where a group is). Each partition this broker leads has one `GroupCoordinatorShard`, a
+sans-io state machine (`samsa.coordinator`). This module is its I/O: it replays the
+partition's log into the shard at start-up, appends the records each operation produces
+(before the response goes out), and keeps one timer per shard at the shard's next deadline
+(session expiry, rebalance timeouts, offset retention).
+
+Compaction "by snapshot": when a partition's log holds many more records than the shard's
+live state, the manager rolls the log, appends the live records again, and moves the log
+start offset to them; whole old segments are then deleted by retention. Replaying the log
+from its start gives the same state, so committed offsets survive restarts and kill -9 while
+the topic stays bounded.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from samsa.coordinator.records import partition_for
+from samsa.coordinator.shard import CoordinatorConfig, GroupCoordinatorShard
+from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.protocol.records import build_batch, iter_all_records, scan_batches
+from samsa.server.replica_manager import Partition
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from samsa.server.broker import Broker
+
+log = logging.getLogger("samsa.groups")
+
+OFFSETS_TOPIC = "__consumer_offsets"
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
+COMPACT_MIN_RECORDS = 10_000  # compact a partition once it holds this many more records than live ones
+READ_CHUNK = 16 << 20
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupManager:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.shards: dict[int, GroupCoordinatorShard] = {}
+        self.timers: dict[int, "asyncio.TimerHandle"] = {}
+        self.appended: dict[int, int] = {}  # records appended per partition since the last compaction
+        self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
+
+    # -- start-up -------------------------------------------------------------------------------
+
+    def config(self) -> CoordinatorConfig:
+        c = self.broker.config
+        return CoordinatorConfig(
+            group_min_session_timeout_ms=int(c.get("group.min.session.timeout.ms")),
+            group_max_session_timeout_ms=int(c.get("group.max.session.timeout.ms")),
+            group_initial_rebalance_delay_ms=int(c.get("group.initial.rebalance.delay.ms")),
+            group_max_size=int(c.get("group.max.size")),
+            offsets_retention_ms=int(c.get("offsets.retention.minutes")) * 60_000,
+            offset_metadata_max_bytes=int(c.get("offset.metadata.max.bytes")),
+        )
+
+    def startup(self) -> None:
+        """Create `__consumer_offsets` if needed, then load every partition this broker leads."""
+        broker = self.broker
+        topic = broker.topics.get(OFFSETS_TOPIC)
+        if topic is None:
+            rf = min(int(broker.config.get("offsets.topic.replication.factor")), len(broker.admin.live_brokers()))
+            topic = broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, dict(OFFSETS_TOPIC_CONFIGS))
+        self.num_partitions = len(topic.partitions)
+        t0 = time.monotonic()
+        loaded = 0
+        for index in sorted(topic.partitions):
+            partition = broker.replicas.get(OFFSETS_TOPIC, index)
+            if partition is not None:
+                loaded += self._load(partition)
+        log.info("Loaded %d group records from %d partitions of %s in %.0f ms", loaded, len(self.shards),
+                 OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)
+
+    def _load(self, partition: Partition) -> int:
+        shard = GroupCoordinatorShard(partition.index, self.config(), now_ms, topic_exists=self._topic_exists)
+        records = list(self._read_records(partition))
+        shard.replay(records)
+        self.shards[partition.index] = shard
+        self.appended[partition.index] = len(records)
+        self._schedule(partition.index)
+        return len(records)
+
+    @staticmethod
+    def _read_records(partition: Partition) -> Any:
+        lg = partition.log
+        offset = lg.log_start_offset
+        while offset < lg.log_end_offset:
+            sl = lg.read(offset, READ_CHUNK)
+            if sl is None or sl.size == 0:
+                break
+            data = lg.read_bytes(sl)
+            headers = scan_batches(data, verify_crc=False, allow_partial_tail=True)
+            if not headers:
+                break
+            whole = headers[-1][0] + headers[-1][1].size
+            for r in iter_all_records(memoryview(data)[:whole], verify_crc=False):
+                if r.offset >= offset and r.key is not None:
+                    yield r.key, r.value
+            offset = headers[-1][1].next_offset
+
+    def _topic_exists(self, topic: str, partition: int) -> bool:
+        t = self.broker.topics.get(topic)
+        return t is not None and partition in t.partitions
+
+    # -- routing --------------------------------------------------------------------------------
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def shard_for(self, group_id: str) -> GroupCoordinatorShard | None:
+        return self.shards.get(self.partition_of(group_id))
+
+    def coordinator_for(self, group_id: str, listener: str) -> tuple[int, str, int] | None:
+        if self.partition_of(group_id) not in self.shards:
+            return None
+        endpoints = self.broker.endpoints(listener)
+        if not endpoints:
+            return None
+        node_id, host, port, _ = endpoints[0]
+        return node_id, host, port
+
+    # -- after every operation ------------------------------------------------------------------
+
+    def commit(self, shard: GroupCoordinatorShard) -> None:
+        """Append what the shard produced (before its response is sent) and re-arm its timer."""
+        records = shard.drain_records()
+        if records:
+            self._append(shard.partition, records)
+        self._schedule(shard.partition)
+
+    def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
+        if partition is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{index} is not hosted here")
+        ts = now_ms()
+        buf = bytearray(build_batch([(k, v, [], ts) for k, v in records]))
+        outcome = partition.append(buf, scan_batches(buf), log_append_time=False)
+        if outcome.error != 0:
+            raise KafkaError(outcome.error, outcome.message)
+        self.appended[index] = self.appended.get(index, 0) + len(records)
+
+    def _schedule(self, index: int) -> None:
+        old = self.timers.pop(index, None)
+        if old is not None:
+            old.cancel()
+        shard = self.shards.get(index)
+        loop = self.broker.loop
+        if shard is None or loop is None:
+            return
+        deadline = shard.next_deadline()
+        if deadline is not None:
+            delay = max(0.0, (deadline - now_ms()) / 1000)
+            self.timers[index] = loop.call_later(delay, self._tick, index)
+
+    def _tick(self, index: int) -> None:
+        self.timers.pop(index, None)
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        try:
+            shard.tick()
+            self.commit(shard)
+        except Exception:
+            log.exception("group coordinator tick failed on partition %d", index)
+            self._schedule(index)
+
+    # -- compaction ----------------------------------------------------------------------------
+
+    def maybe_compact(self) -> int:
+        """Snapshot-compact partitions whose logs hold far more records than live state."""
+        done = 0
+        for index, shard in self.shards.items():
+            live = shard.compact_view()
+            if self.appended.get(index, 0) - len(live) < COMPACT_MIN_RECORDS:
+                continue
+            partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
+            if partition is None:
+                continue
+            lg = partition.log
+            lg.roll()
+            start = lg.log_end_offset
+            if live:
+                self._append(index, live)
+            lg.delete_records_before(start)
+            self.appended[index] = len(live)
+            done += 1
+            log.info("Compacted %s-%d to %d live records (log now starts at %d)", OFFSETS_TOPIC, index,
+                     len(live), start)
+        return done
+
+    def shutdown(self) -> None:
+        for t in self.timers.values():
+            t.cancel()
+        self.timers.clear()
