@@ -1,0 +1,243 @@
+"""A group coordinator shard: the classic-protocol groups of one `__consumer_offsets` partition.
+
+Sans-io (Kafka's CoordinatorShard, without the runtime): no sockets, no tasks, no threads, no
+wall clock. The broker owns one shard per `__consumer_offsets` partition it leads and:
+
+1. builds it with the partition's records: `shard.replay(records_of_the_log)`;
+2. passes it the decoded requests (`join_group`, `sync_group`, `heartbeat`, `leave_group`,
+   `offset_commit`, `offset_fetch`, `offset_delete`, `describe_group`, `delete_group`,
+   `list_groups`). JoinGroup and SyncGroup answer through a `respond` callback, maybe during a
+   later call; every other API returns its answer;
+3. after each call (and each `tick`) appends `shard.drain_records()` to the partition's log,
+   *then* sends the responses produced by the call -- a response may depend on its records
+   (OffsetCommit, the leader's SyncGroup). Callbacks must therefore queue, not send, and must not
+   call back into the shard;
+4. keeps one timer at `shard.next_deadline()` and calls `shard.tick()` when it fires (and
+   re-arms it after every call: any call may move the deadline);
+5. on losing the partition calls `shard.unload()`: parked requests get NOT_COORDINATOR and the
+   shard answers COORDINATOR_NOT_AVAILABLE from then on.
+
+`compact_view()` gives the live records (latest value per key, no tombstones) from which the
+partition can be rewritten when it grows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+
+from .base import CoordinatorConfig, Record
+from .group import DEAD, EMPTY, Group, GroupState
+from .membership import MembershipMixin
+from .offsets import OffsetsMixin
+from .records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordDecodeError,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    group_metadata_key,
+    offset_commit_key,
+    offset_commit_value,
+)
+
+AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized_operations
+
+
+class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
+    """The classic groups and committed offsets of one `__consumer_offsets` partition."""
+
+    def __init__(
+        self,
+        partition: int,
+        config: CoordinatorConfig | None = None,
+        now_ms: Callable[[], int] | None = None,
+        *,
+        topic_exists: Callable[[str, int], bool] | None = None,
+        topic_name_for_id: Callable[[bytes], str | None] | None = None,
+        topic_id_for_name: Callable[[str], bytes | None] | None = None,
+    ) -> None:
+        if now_ms is None:
+            import time
+
+            def now_ms() -> int:
+                return time.time_ns() // 1_000_000
+
+        super().__init__(partition, config or CoordinatorConfig(), now_ms, topic_exists, topic_name_for_id,
+                         topic_id_for_name)
+        self._foreign: dict[bytes, bytes] = {}  # records of types this shard does not own, by key
+        self.skipped_records = 0  # undecodable records met by replay
+        self.timers.set(("retention",), self._now() + self.config.offsets_retention_check_interval_ms)
+
+    # -- records and time ---------------------------------------------------------------------
+
+    def drain_records(self) -> list[Record]:
+        """The (key, value) records to append to the partition since the last drain, in order."""
+        out, self._records = self._records, []
+        return out
+
+    def next_deadline(self) -> int | None:
+        """The earliest time (ms, on the injected clock) at which `tick` has work."""
+        return self.timers.next_deadline() if self.active else None
+
+    def tick(self) -> None:
+        """Apply every time-based transition due now."""
+        if self.active:
+            self._run_due(self._now())
+
+    def _run_due(self, now: int) -> None:
+        while True:
+            key = self.timers.pop_due(now)
+            if key is None:
+                return
+            assert isinstance(key, tuple)
+            kind = key[0]
+            if kind == "retention":
+                self._on_retention_timer(now)
+                continue
+            group = self.groups.get(key[1])
+            if group is None:
+                continue
+            if kind == "hb":
+                self._on_heartbeat_timer(group, key[2], now)
+            elif kind == "pending":
+                self._on_pending_timer(group, key[2], now)
+            elif kind == "join":
+                self._on_join_timer(group, now)
+            elif kind == "sync":
+                self._on_sync_timer(group, now)
+
+    # -- loading ------------------------------------------------------------------------------
+
+    def replay(self, records: Iterable[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview | None]]
+               ) -> None:
+        """Rebuild every group and offset from the partition's records, oldest first.
+
+        Replaces whatever the shard held. As in Kafka, groups with members come back Stable in
+        their generation, with sessions starting now; groups known only by offsets come back
+        Empty. Records this shard cannot decode are skipped and counted in `skipped_records`.
+        """
+        now = self._now()
+        for group in self.groups.values():
+            self._fail_pending_calls(group, ErrorCode.NOT_COORDINATOR)
+        self.groups.clear()
+        self.timers.clear()
+        self._records.clear()
+        self._foreign.clear()
+        self.active = True
+
+        # Only the last value of each key matters; re-inserting a key moves it to the end, so
+        # the dict iterates in order of last write (which settles keys written in two versions).
+        latest: dict[bytes, bytes | None] = {}
+        for key, value in records:
+            k = bytes(key)
+            latest.pop(k, None)
+            latest[k] = None if value is None else bytes(value)
+
+        offsets: dict[str, dict[tuple[str, int], bytes | None]] = {}
+        metadata: dict[str, bytes | None] = {}
+        for k, value in latest.items():
+            try:
+                key_obj = decode_key(k)
+            except RecordDecodeError:
+                self.skipped_records += 1
+                continue
+            if type(key_obj) is OffsetCommitKey:
+                offsets.setdefault(key_obj.group, {})[(key_obj.topic, key_obj.partition)] = value
+            elif type(key_obj) is GroupMetadataKey:
+                metadata[key_obj.group] = value
+            elif value is not None:
+                self._foreign[k] = value
+            else:
+                self._foreign.pop(k, None)
+
+        for group_id, raw in metadata.items():
+            if raw is None:
+                continue
+            try:
+                value = decode_group_metadata_value(raw)
+            except RecordDecodeError:
+                self.skipped_records += 1
+                continue
+            group = Group.from_record(group_id, value, now)
+            group.persisted = raw
+            self.groups[group_id] = group
+
+        for group_id, raws in offsets.items():
+            live: dict[tuple[str, int], OffsetCommitValue] = {}
+            for tp, raw in raws.items():
+                if raw is None:
+                    continue
+                try:
+                    live[tp] = decode_offset_commit_value(raw)
+                except RecordDecodeError:
+                    self.skipped_records += 1
+            if not live:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                group = self.groups[group_id] = Group(group_id, EMPTY, now)
+            group.offsets = live
+
+        for group in list(self.groups.values()):
+            self._on_group_loaded(group, now)
+        self.timers.set(("retention",), now + self.config.offsets_retention_check_interval_ms)
+
+    def compact_view(self) -> list[Record]:
+        """The live records, one per key: the log rewritten to just these replays to the same state."""
+        out: list[Record] = []
+        for group_id, group in self.groups.items():
+            if group.persisted is not None:
+                out.append((group_metadata_key(group_id), group.persisted))
+            for (topic, partition), v in group.offsets.items():
+                out.append((offset_commit_key(group_id, topic, partition), offset_commit_value(v)))
+        out.extend(self._foreign.items())
+        return out
+
+    def unload(self) -> None:
+        """This broker no longer leads the partition: answer parked calls, drop all state."""
+        now = self._now()
+        for group in self.groups.values():
+            group.transition_to(DEAD, now)
+            self._fail_pending_calls(group, ErrorCode.NOT_COORDINATOR)
+        self.groups.clear()
+        self.timers.clear()
+        self.active = False
+
+    # -- ListGroups, DescribeGroups -----------------------------------------------------------
+
+    def list_groups(self, states_filter: Iterable[str] | None = None) -> list[tuple[str, str, str]]:
+        """(group_id, protocol_type, state) of every group, optionally only in the given states
+        (case-insensitive, Kafka's state names)."""
+        if not self.active:
+            return []
+        wanted = {s.lower() for s in states_filter} if states_filter else None
+        return [
+            (g.group_id, g.protocol_type or "", g.state.value)
+            for g in self.groups.values()
+            if wanted is None or g.state.value.lower() in wanted
+        ]
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        """The DescribeGroups entry of one group; an unknown group is described as Dead."""
+        entry: dict[str, Any] = {"error_code": 0, "error_message": None, "group_id": group_id,
+                                 "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                                 "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
+        err = self._check_group_id(group_id, allow_empty=True)
+        if err is not None:
+            entry["error_code"] = int(err)
+            return entry
+        group = self.groups.get(group_id)
+        if group is None:
+            entry["group_state"] = GroupState.DEAD.value
+            return entry
+        entry.update(group.describe())
+        return entry
+
+    def group(self, group_id: str) -> Group | None:
+        """The group's live state, for tools and tests (not to be mutated)."""
+        return self.groups.get(group_id)
