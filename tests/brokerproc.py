@@ -33,6 +33,7 @@ class BrokerProcess:
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
+            "group.initial.rebalance.delay.ms": "0",  # tests wait for events, not for timers
         }
         props.update(overrides or {})
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
