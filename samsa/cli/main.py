@@ -14,6 +14,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics"),
     "console-producer": ("samsa.cli.console_producer", "write lines from stdin to a topic"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of a topic"),
+    "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs"),
     "perf": ("samsa.cli.perf", "producer and consumer performance tests"),
 }

@@ -7,6 +7,11 @@ from .records import RecordDecodeError, partition_for
 from .shard import GroupCoordinatorShard
 
 __all__ = [
-    "CoordinatorConfig", "Group", "GroupState", "Member", "GroupCoordinatorShard", "RecordDecodeError",
+    "CoordinatorConfig",
+    "Group",
+    "GroupCoordinatorShard",
+    "GroupState",
+    "Member",
+    "RecordDecodeError",
     "partition_for",
 ]

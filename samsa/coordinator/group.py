@@ -68,9 +68,18 @@ class Member:
     """A member of a classic group (Kafka's MemberMetadata)."""
 
     __slots__ = (
-        "member_id", "group_instance_id", "client_id", "client_host", "rebalance_timeout_ms",
-        "session_timeout_ms", "protocol_type", "protocols", "assignment", "awaiting_join",
-        "awaiting_sync", "is_new",
+        "assignment",
+        "awaiting_join",
+        "awaiting_sync",
+        "client_host",
+        "client_id",
+        "group_instance_id",
+        "is_new",
+        "member_id",
+        "protocol_type",
+        "protocols",
+        "rebalance_timeout_ms",
+        "session_timeout_ms",
     )  # fmt: skip
 
     def __init__(
@@ -198,9 +207,9 @@ class Group:
 
     def remove(self, member_id: str) -> Member | None:
         member = self.members.pop(member_id, None)
-        if member is not None and member.group_instance_id is not None:
-            if self.static_members.get(member.group_instance_id) == member_id:
-                del self.static_members[member.group_instance_id]
+        instance_id = member.group_instance_id if member is not None else None
+        if instance_id is not None and self.static_members.get(instance_id) == member_id:
+            del self.static_members[instance_id]
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         self.pending_members.discard(member_id)

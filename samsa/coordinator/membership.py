@@ -546,7 +546,3 @@ class MembershipMixin(ShardBase):
         for m in list(group.members.values()):
             self._invoke_join(m, join_result(m.member_id, error))
             self._invoke_sync(m, sync_result(error))
-
-    # Provided by the shard.
-    def _run_due(self, now: int) -> None:  # pragma: no cover - overridden
-        raise NotImplementedError

@@ -107,7 +107,7 @@ class GroupMetadataValue(NamedTuple):
 class _Writer:
     """Appends Kafka primitive types to a bytearray, classic or flexible (compact) encoding."""
 
-    __slots__ = ("out", "flexible")
+    __slots__ = ("flexible", "out")
 
     def __init__(self, version: int, flexible: bool) -> None:
         self.out = bytearray(_H.pack(version))

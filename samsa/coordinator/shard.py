@@ -128,6 +128,7 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
         self.timers.clear()
         self._records.clear()
         self._foreign.clear()
+        self.skipped_records = 0
         self.active = True
 
         # Only the last value of each key matters; re-inserting a key moves it to the end, so
@@ -159,13 +160,13 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
             if raw is None:
                 continue
             try:
-                value = decode_group_metadata_value(raw)
+                decoded = decode_group_metadata_value(raw)
             except RecordDecodeError:
                 self.skipped_records += 1
                 continue
-            group = Group.from_record(group_id, value, now)
-            group.persisted = raw
-            self.groups[group_id] = group
+            loaded = Group.from_record(group_id, decoded, now)
+            loaded.persisted = raw
+            self.groups[group_id] = loaded
 
         for group_id, raws in offsets.items():
             live: dict[tuple[str, int], OffsetCommitValue] = {}
@@ -178,10 +179,10 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
                     self.skipped_records += 1
             if not live:
                 continue
-            group = self.groups.get(group_id)
-            if group is None:
-                group = self.groups[group_id] = Group(group_id, EMPTY, now)
-            group.offsets = live
+            owner = self.groups.get(group_id)
+            if owner is None:
+                owner = self.groups[group_id] = Group(group_id, EMPTY, now)
+            owner.offsets = live
 
         for group in list(self.groups.values()):
             self._on_group_loaded(group, now)

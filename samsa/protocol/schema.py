@@ -277,6 +277,8 @@ def _scalar_codec(kind: str, flexible: bool, nullable: bool, name: str) -> tuple
             return v
 
         def enc_s(out: Out, v: str | None) -> None:
+            if v is None and not nullable:
+                v = ""  # a non-nullable string has no null on the wire
             if v is None:
                 if flexible:
                     out.append(0)

@@ -55,15 +55,12 @@ class GroupManager:
     # -- start-up -------------------------------------------------------------------------------
 
     def config(self) -> CoordinatorConfig:
-        c = self.broker.config
-        return CoordinatorConfig(
-            group_min_session_timeout_ms=int(c.get("group.min.session.timeout.ms")),
-            group_max_session_timeout_ms=int(c.get("group.max.session.timeout.ms")),
-            group_initial_rebalance_delay_ms=int(c.get("group.initial.rebalance.delay.ms")),
-            group_max_size=int(c.get("group.max.size")),
-            offsets_retention_ms=int(c.get("offsets.retention.minutes")) * 60_000,
-            offset_metadata_max_bytes=int(c.get("offset.metadata.max.bytes")),
-        )
+        keys = ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+                "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
+                "offset.metadata.max.bytes")
+        values = {k: self.broker.config.get(k) for k in keys}
+        values["offsets.topic.num.partitions"] = self.num_partitions
+        return CoordinatorConfig.from_broker_config(values)
 
     def startup(self) -> None:
         """Create `__consumer_offsets` if needed, then load every partition this broker leads."""
