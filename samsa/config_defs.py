@@ -198,6 +198,7 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        dynamic=True),
     _b("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Oldest uncompacted message age allowed.", at_least(1),
        dynamic=True),
+    _b("log.cleaner.backoff.ms", "long", 15000, "How often the cleaner looks for logs to compact.", at_least(0)),
     _b("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty fraction of a log that triggers compaction.",
        between(0, 1), dynamic=True),
     _b("log.preallocate", "boolean", False, "Preallocate segment files.", dynamic=True),

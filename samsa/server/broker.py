@@ -163,7 +163,7 @@ class Broker:
         flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)
         self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), logs.checkpoint, "checkpoint")
-        self._every(60_000, self.groups.maybe_compact, "__consumer_offsets compaction")
+        self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact, "__consumer_offsets compaction")
 
     async def run(self) -> int:
         self.loop = asyncio.get_running_loop()

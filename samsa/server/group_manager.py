@@ -35,8 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.groups")
 
 OFFSETS_TOPIC = "__consumer_offsets"
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600", "compression.type": "producer"}
-COMPACT_MIN_RECORDS = 10_000  # compact a partition once it holds this many more records than live ones
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "compression.type": "producer"}
 READ_CHUNK = 16 << 20
 
 
@@ -68,7 +67,8 @@ class GroupManager:
         topic = broker.topics.get(OFFSETS_TOPIC)
         if topic is None:
             rf = min(int(broker.config.get("offsets.topic.replication.factor")), len(broker.admin.live_brokers()))
-            topic = broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, dict(OFFSETS_TOPIC_CONFIGS))
+            configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
+            topic = broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         self.num_partitions = len(topic.partitions)
         t0 = time.monotonic()
         loaded = 0
@@ -175,14 +175,20 @@ class GroupManager:
     # -- compaction ----------------------------------------------------------------------------
 
     def maybe_compact(self) -> int:
-        """Snapshot-compact partitions whose logs hold far more records than live state."""
+        """Snapshot-compact partitions whose logs are mostly superseded records.
+
+        A partition qualifies, as for Kafka's cleaner, once it has rolled at least one segment
+        and more than `log.cleaner.min.cleanable.ratio` of its records are dead.
+        """
+        ratio = float(self.broker.config.get("log.cleaner.min.cleanable.ratio"))
         done = 0
         for index, shard in self.shards.items():
-            live = shard.compact_view()
-            if self.appended.get(index, 0) - len(live) < COMPACT_MIN_RECORDS:
-                continue
             partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-            if partition is None:
+            total = self.appended.get(index, 0)
+            if partition is None or len(partition.log.segments) < 2 or total == 0:
+                continue
+            live = shard.compact_view()
+            if (total - len(live)) / total <= ratio:
                 continue
             lg = partition.log
             lg.roll()
