@@ -230,6 +230,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _b("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     _b("offset.metadata.max.bytes", "int", 4096, "Largest metadata string a committed offset may carry.", at_least(0)),
+    _b("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of KIP-848 consumer group members.", at_least(1)),
+    _b("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of KIP-848 consumer group members.", at_least(1)),
+    _b("group.consumer.max.size", "int", INT_MAX, "Most members in one KIP-848 consumer group.", at_least(1)),
     _b("group.max.size", "int", INT_MAX, "Most members in one group.", at_least(1)),
     # replication and leadership
     _b("replica.lag.time.max.ms", "long", 30000, "Follower lag before it leaves the ISR."),

@@ -13,6 +13,8 @@ Timers are keyed (see timers.py):
     ("join", group)             end of the join phase (initial delay or rebalance timeout)
     ("sync", group)             members that have not sent SyncGroup within the rebalance timeout
     ("retention",)              the periodic expiry of old offsets
+    ("cg_hb", group, member)    session expiry of a consumer-protocol member (consumer.py)
+    ("cg_rebal", group, member) revocation deadline of a consumer-protocol member (consumer.py)
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ class CoordinatorConfig:
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
     # When set, requests for groups that hash to another partition get NOT_COORDINATOR.
     offsets_topic_num_partitions: int | None = None
+    # The consumer group protocol (KIP-848): group.consumer.* keys.
+    consumer_group_heartbeat_interval_ms: int = 5000
+    consumer_group_session_timeout_ms: int = 45000
+    consumer_group_max_size: int = INT32_MAX
 
     @classmethod
     def from_broker_config(cls, values: Mapping[str, Any]) -> CoordinatorConfig:
@@ -68,6 +74,11 @@ class CoordinatorConfig:
             offset_metadata_max_bytes=get("offset.metadata.max.bytes", d.offset_metadata_max_bytes),
             offsets_topic_num_partitions=get("offsets.topic.num.partitions", 50)
             if "offsets.topic.num.partitions" in values else None,
+            consumer_group_heartbeat_interval_ms=get("group.consumer.heartbeat.interval.ms",
+                                                     d.consumer_group_heartbeat_interval_ms),
+            consumer_group_session_timeout_ms=get("group.consumer.session.timeout.ms",
+                                                  d.consumer_group_session_timeout_ms),
+            consumer_group_max_size=get("group.consumer.max.size", d.consumer_group_max_size),
         )
 
 

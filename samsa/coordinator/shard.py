@@ -29,6 +29,8 @@ from typing import Any
 from samsa.protocol.errors import ErrorCode
 
 from .base import CoordinatorConfig, Record
+from .consumer import ConsumerGroupMixin
+from .consumer_group import ConsumerGroup
 from .group import DEAD, EMPTY, Group, GroupState
 from .membership import MembershipMixin
 from .offsets import OffsetsMixin
@@ -48,7 +50,7 @@ from .records import (
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized_operations
 
 
-class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
+class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
     """The classic groups and committed offsets of one `__consumer_offsets` partition."""
 
     def __init__(
@@ -60,6 +62,7 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
         topic_exists: Callable[[str, int], bool] | None = None,
         topic_name_for_id: Callable[[bytes], str | None] | None = None,
         topic_id_for_name: Callable[[str], bytes | None] | None = None,
+        topic_partitions: Callable[[str], int | None] | None = None,
     ) -> None:
         if now_ms is None:
             import time
@@ -69,6 +72,8 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
 
         super().__init__(partition, config or CoordinatorConfig(), now_ms, topic_exists, topic_name_for_id,
                          topic_id_for_name)
+        self._topic_partitions = topic_partitions  # partition count of a topic (None: no such topic)
+        self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (consumer.py)
         self._foreign: dict[bytes, bytes] = {}  # records of types this shard does not own, by key
         self.skipped_records = 0  # undecodable records met by replay
         self.timers.set(("retention",), self._now() + self.config.offsets_retention_check_interval_ms)
@@ -99,6 +104,9 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
             if kind == "retention":
                 self._on_retention_timer(now)
                 continue
+            if kind in ("cg_hb", "cg_rebal"):
+                self._on_consumer_group_timer(key, now)
+                continue
             group = self.groups.get(key[1])
             if group is None:
                 continue
@@ -125,6 +133,7 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
         for group in self.groups.values():
             self._fail_pending_calls(group, ErrorCode.NOT_COORDINATOR)
         self.groups.clear()
+        self._reset_consumer_groups()
         self.timers.clear()
         self._records.clear()
         self._foreign.clear()
@@ -206,6 +215,7 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
             group.transition_to(DEAD, now)
             self._fail_pending_calls(group, ErrorCode.NOT_COORDINATOR)
         self.groups.clear()
+        self._reset_consumer_groups()
         self.timers.clear()
         self.active = False
 
@@ -216,12 +226,26 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
         (case-insensitive, Kafka's state names)."""
         if not self.active:
             return []
+        return [(e["group_id"], e["protocol_type"], e["group_state"]) for e in self.list_groups_typed(states_filter)]
+
+    def list_groups_typed(self, states_filter: Iterable[str] | None = None,
+                          types_filter: Iterable[str] | None = None) -> list[dict[str, str]]:
+        """ListGroups v5 entries (group_id, protocol_type, group_state, group_type "classic" or
+        "consumer"), optionally only in the given states and of the given types (case-insensitive)."""
+        if not self.active:
+            return []
         wanted = {s.lower() for s in states_filter} if states_filter else None
-        return [
-            (g.group_id, g.protocol_type or "", g.state.value)
-            for g in self.groups.values()
-            if wanted is None or g.state.value.lower() in wanted
-        ]
+        types = {t.lower() for t in types_filter} if types_filter else None
+        out = []
+        if types is None or "classic" in types:
+            out = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+                    "group_type": "classic"}
+                   for g in self.groups.values()
+                   if g.group_id not in self.consumer_groups and (wanted is None or g.state.value.lower() in wanted)]
+        if types is None or "consumer" in types:
+            out += [{"group_id": gid, "protocol_type": "consumer", "group_state": cg.state, "group_type": "consumer"}
+                    for gid, cg in self.consumer_groups.items() if wanted is None or cg.state.lower() in wanted]
+        return out
 
     def describe_group(self, group_id: str) -> dict[str, Any]:
         """The DescribeGroups entry of one group; an unknown group is described as Dead."""
@@ -233,7 +257,9 @@ class GroupCoordinatorShard(MembershipMixin, OffsetsMixin):
             entry["error_code"] = int(err)
             return entry
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group_id in self.consumer_groups:
+            # Kafka (DescribeGroups v0-v5) describes a consumer-protocol group as Dead; v6 would
+            # add GROUP_ID_NOT_FOUND "Group G is not a classic group.".
             entry["group_state"] = GroupState.DEAD.value
             return entry
         entry.update(group.describe())

@@ -3,6 +3,8 @@
 from samsa.handlers import (
     alter_configs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
@@ -55,4 +57,6 @@ HANDLER_MODULES = [
     describe_groups,
     delete_groups,
     offset_delete,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 ]

@@ -14,9 +14,5 @@ def handle(ctx: Any, req: Any) -> Any:
     types = set(getattr(req, "types_filter", None) or [])
     groups = []
     for shard in ctx.broker.groups.shards.values():
-        for group_id, protocol_type, state in shard.list_groups(states):
-            if types and "classic" not in {t.lower() for t in types}:
-                continue
-            groups.append({"group_id": group_id, "protocol_type": protocol_type, "group_state": state,
-                           "group_type": "classic"})
+        groups += shard.list_groups_typed(states, types or None)
     return {"throttle_time": 0, "error_code": 0, "groups": groups}

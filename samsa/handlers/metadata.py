@@ -18,12 +18,24 @@ MAX_VERSION = 12
 
 def handle(ctx: Any, req: Any) -> dict[str, Any]:
     broker = ctx.broker
+    topics = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
         names = sorted(broker.topics)
     else:
-        names = [t.name for t in req.topics if t.name is not None]
+        names = []
+        for t in req.topics:
+            if t.name is not None:
+                names.append(t.name)
+                continue
+            # v10+: a topic asked for by id (KIP-848 consumers learn assignments as topic ids)
+            tid = getattr(t, "topic_id", None)
+            found = next((x.name for x in broker.topics.values() if x.topic_id.bytes == tid), None)
+            if found is None:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid,
+                               "partitions": []})
+            else:
+                names.append(found)
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
-    topics = []
     for name in names:
         topic = broker.topics.get(name)
         if topic is None:

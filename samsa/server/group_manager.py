@@ -56,7 +56,8 @@ class GroupManager:
     def config(self) -> CoordinatorConfig:
         keys = ("group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
                 "group.max.size", "offsets.retention.minutes", "offsets.retention.check.interval.ms",
-                "offset.metadata.max.bytes")
+                "offset.metadata.max.bytes", "group.consumer.heartbeat.interval.ms",
+                "group.consumer.session.timeout.ms", "group.consumer.max.size")
         values = {k: self.broker.config.get(k) for k in keys}
         values["offsets.topic.num.partitions"] = self.num_partitions
         return CoordinatorConfig.from_broker_config(values)
@@ -80,7 +81,10 @@ class GroupManager:
                  OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)
 
     def _load(self, partition: Partition) -> int:
-        shard = GroupCoordinatorShard(partition.index, self.config(), now_ms, topic_exists=self._topic_exists)
+        shard = GroupCoordinatorShard(partition.index, self.config(), now_ms, topic_exists=self._topic_exists,
+                                      topic_name_for_id=self._topic_name_for_id,
+                                      topic_id_for_name=self._topic_id_for_name,
+                                      topic_partitions=self._topic_partitions)
         records = list(self._read_records(partition))
         shard.replay(records)
         self.shards[partition.index] = shard
@@ -105,6 +109,17 @@ class GroupManager:
                 if r.offset >= offset and r.key is not None:
                     yield r.key, r.value
             offset = headers[-1][1].next_offset
+
+    def _topic_name_for_id(self, topic_id: bytes) -> str | None:
+        return next((t.name for t in self.broker.topics.values() if t.topic_id.bytes == topic_id), None)
+
+    def _topic_id_for_name(self, name: str) -> bytes | None:
+        t = self.broker.topics.get(name)
+        return t.topic_id.bytes if t is not None else None
+
+    def _topic_partitions(self, name: str) -> int | None:
+        t = self.broker.topics.get(name)
+        return len(t.partitions) if t is not None else None
 
     def _topic_exists(self, topic: str, partition: int) -> bool:
         t = self.broker.topics.get(topic)
