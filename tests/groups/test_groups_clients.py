@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Iterable
 
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -82,14 +83,16 @@ def test_three_members_share_six_partitions_exactly_once(broker: BrokerProcess, 
             c.close()
 
 
-def test_members_leaving_and_joining_keep_every_partition_owned(broker: BrokerProcess, topic_name: str) -> None:
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
+def test_members_leaving_and_joining_keep_every_partition_owned(broker: BrokerProcess, topic_name: str,
+                                                                assignor: str) -> None:
     create(broker, topic_name)
-    cs = [consumer(broker, topic_name, **{"partition.assignment.strategy": "cooperative-sticky"}) for _ in range(2)]
+    cs = [consumer(broker, topic_name, **{"partition.assignment.strategy": assignor}) for _ in range(2)]
     try:
         for c in cs:
             c.subscribe([topic_name])
         wait_assignment(cs, 6)
-        joiner = consumer(broker, topic_name, **{"partition.assignment.strategy": "cooperative-sticky"})
+        joiner = consumer(broker, topic_name, **{"partition.assignment.strategy": assignor})
         joiner.subscribe([topic_name])
         cs.append(joiner)
         wait_assignment(cs, 6)
@@ -194,3 +197,21 @@ def test_aiokafka_group(broker: BrokerProcess, topic_name: str) -> None:
     committed = c.committed([TopicPartition(topic_name, p) for p in range(2)], timeout=10)
     c.close()
     assert sum(tp.offset for tp in committed) == 100
+
+
+def test_static_member_gets_its_partitions_back(broker: BrokerProcess, topic_name: str) -> None:
+    create(broker, topic_name, 4)
+    statics = [consumer(broker, topic_name, **{"group.instance.id": f"node-{i}"}) for i in range(2)]
+    try:
+        for c in statics:
+            c.subscribe([topic_name])
+        wait_assignment(statics, 4)
+        before = sorted(tp.partition for tp in statics[0].assignment())
+        statics[0].close()  # a static member leaves no LeaveGroup: its partitions wait for it
+        statics[0] = consumer(broker, topic_name, **{"group.instance.id": "node-0"})
+        statics[0].subscribe([topic_name])
+        wait_assignment(statics, 4)
+        assert sorted(tp.partition for tp in statics[0].assignment()) == before
+    finally:
+        for c in statics:
+            c.close()
