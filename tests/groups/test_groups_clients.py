@@ -27,9 +27,11 @@ def produce(b: BrokerProcess, topic: str, values: Iterable[int], partitions: int
     assert p.flush(10) == 0
 
 
-def consumer(b: BrokerProcess, group: str, **conf: str) -> Consumer:
-    base = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-            "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+def consumer(b: BrokerProcess, group: str, protocol: str = "classic", **conf: str) -> Consumer:
+    base: dict[str, object] = {"bootstrap.servers": b.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                               "enable.auto.commit": False, "group.protocol": protocol}
+    if protocol == "classic":  # with KIP-848 the broker owns these (librdkafka refuses them)
+        base.update({"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
     base.update(conf)
     return Consumer(base)
 
@@ -107,11 +109,12 @@ def test_members_leaving_and_joining_keep_every_partition_owned(broker: BrokerPr
             c.close()
 
 
-def test_restart_resumes_from_committed_offsets(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_restart_resumes_from_committed_offsets(broker_factory, topic_name: str, protocol: str) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory()
     create(b, topic_name, 3)
     produce(b, topic_name, range(300), 3)
-    c = consumer(b, "resume")
+    c = consumer(b, "resume", protocol)
     c.subscribe([topic_name])
     seen = drain([c], 300)
     assert len(seen) == 300
@@ -120,7 +123,7 @@ def test_restart_resumes_from_committed_offsets(broker_factory, topic_name: str)
     produce(b, topic_name, range(300, 360), 3)  # not consumed, not committed
     b.kill9()
     b.start()
-    c = consumer(b, "resume")
+    c = consumer(b, "resume", protocol)
     c.subscribe([topic_name])
     again = drain([c], 60)
     c.close()

@@ -67,24 +67,3 @@ def test_a_member_leaving_hands_its_partitions_over(broker: BrokerProcess, topic
     finally:
         for c in cs:
             c.close()
-
-
-def test_commit_and_restart_resume_from_committed_offsets(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]
-    b = broker_factory()
-    create(b, topic_name, 3)
-    produce(b, topic_name, range(300), 3)
-    c = consumer(b, "kip848-resume")
-    c.subscribe([topic_name])
-    assert len(drain([c], 300)) == 300
-    c.commit(asynchronous=False)  # validated against the member id and member epoch
-    c.close()
-    produce(b, topic_name, range(300, 360), 3)  # not consumed, not committed
-    assert b.stop() == 0
-    b.start()
-    c = consumer(b, "kip848-resume")
-    c.subscribe([topic_name])
-    again = drain([c], 60)
-    committed = c.committed([TopicPartition(topic_name, p) for p in range(3)], timeout=10)
-    c.close()
-    assert sorted(again) == list(range(300, 360))
-    assert sum(tp.offset for tp in committed) == 300
