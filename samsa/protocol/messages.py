@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from ._specs import REQUESTS, RESPONSES
 from .schema import Msg, Out, StructCodec, read_tagged_fields
-from .wire import I32, DecodeError, Reader
+from .wire import I32, Reader
 
 API_VERSIONS_KEY = 18
 

@@ -24,7 +24,7 @@ import os
 import socket
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from samsa.protocol.schema import Out
@@ -41,8 +41,6 @@ class FrameError(Exception):
     pass
 
 
-Response = Out | None
-Handler = Callable[["Connection", bytearray], "Response | Awaitable[Response] | _NoResponse"]
 
 
 class _NoResponse:

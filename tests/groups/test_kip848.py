@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer
 
 from tests.brokerproc import BrokerProcess
 from tests.groups.test_groups_clients import create, drain, produce
