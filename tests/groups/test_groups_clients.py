@@ -144,17 +144,29 @@ def test_clean_restart_keeps_offsets_and_committed_api(broker_factory, topic_nam
     assert [(tp.partition, tp.offset) for tp in got] == [(0, 7), (1, 3)]
 
 
-def test_kafka_python_group(broker: BrokerProcess, topic_name: str) -> None:
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "sticky"])
+def test_kafka_python_group(broker: BrokerProcess, topic_name: str, assignor: str) -> None:
     from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
 
+    strategy = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                "sticky": StickyPartitionAssignor}[assignor]
     create(broker, topic_name, 4)
-    produce(broker, topic_name, range(400), 4)
     consumers = [KafkaConsumer(topic_name, bootstrap_servers=broker.bootstrap, group_id=topic_name,
                                auto_offset_reset="earliest", enable_auto_commit=False,
+                               partition_assignment_strategy=[strategy],
                                session_timeout_ms=6000, heartbeat_interval_ms=300) for _ in range(2)]
     seen: dict[int, int] = {}
     deadline = time.monotonic() + DEADLINE
     try:
+        # Both members in, each owning two partitions, before anything is produced.
+        while not all(len(kc.assignment()) == 2 for kc in consumers) and time.monotonic() < deadline:
+            for kc in consumers:
+                assert not kc.poll(timeout_ms=50)
+        assert sorted(tp.partition for kc in consumers for tp in kc.assignment()) == [0, 1, 2, 3]
+        produce(broker, topic_name, range(400), 4)
         while len(seen) < 400 and time.monotonic() < deadline:
             for i, kc in enumerate(consumers):
                 for records in kc.poll(timeout_ms=100).values():
