@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from samsa.cli.consumer_groups import (
+from samsa.cli.group_tables import (
     MemberRow,
     OffsetRow,
     assignment_text,
