@@ -155,18 +155,25 @@ class OffsetIndex:
         tail[1::2] = self._positions[self._written :]
         if _SWAP:
             tail.byteswap()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            if tail:
-                _pwrite_all(fd, memoryview(tail).cast("B"), self._written * ENTRY_SIZE)
-            if self._file_entries > n:
-                os.ftruncate(fd, n * ENTRY_SIZE)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_index_file(self.path, memoryview(tail).cast("B"), self._written * ENTRY_SIZE,
+                         n * ENTRY_SIZE, self._file_entries * ENTRY_SIZE, fsync)
         self._written = self._file_entries = n
         self._synced = fsync
+
+
+def write_index_file(path: Path, tail: memoryview, at: int, size: int, file_size: int, fsync: bool) -> None:
+    """Write an index's unwritten `tail` at byte `at`, trim the file to `size` if it is longer
+    (`file_size`), and fsync if asked. Shared by the offset and time indexes."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        if tail:
+            _pwrite_all(fd, tail, at)
+        if file_size > size:
+            os.ftruncate(fd, size)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _pwrite_all(fd: int, data: memoryview, position: int) -> None:

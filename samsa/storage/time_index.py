@@ -17,7 +17,6 @@ arrays) and are written like the offset index's, lazily loaded for existing file
 
 from __future__ import annotations
 
-import os
 import struct
 import sys
 from array import array
@@ -25,7 +24,7 @@ from bisect import bisect_right
 from pathlib import Path
 
 from samsa.storage.errors import CorruptIndex
-from samsa.storage.offset_index import _fsync_path, _pwrite_all
+from samsa.storage.offset_index import _fsync_path, write_index_file
 
 ENTRY_SIZE = 12
 _ENTRY = struct.Struct(">qi")
@@ -168,15 +167,7 @@ class TimeIndex:
             out[k::ENTRY_SIZE] = ts_bytes[k::8]
         for k in range(4):
             out[8 + k :: ENTRY_SIZE] = off_bytes[k::4]
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            if out:
-                _pwrite_all(fd, memoryview(out), self._written * ENTRY_SIZE)
-            if self._file_entries > n:
-                os.ftruncate(fd, n * ENTRY_SIZE)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_index_file(self.path, memoryview(out), self._written * ENTRY_SIZE, n * ENTRY_SIZE,
+                         self._file_entries * ENTRY_SIZE, fsync)
         self._written = self._file_entries = n
         self._synced = fsync
