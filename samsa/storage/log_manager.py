@@ -161,7 +161,7 @@ class LogManager:
         new = Log.open(parent / f"{topic}-{partition}", config or self.default_config, clock=self._clock)
         _fsync_dir(parent)
         self._logs[(topic, partition)] = new
-        log.info("Created log %s-%d in %s", topic, partition, parent)
+        log.debug("Created log %s-%d in %s", topic, partition, parent)
         return new
 
     def delete_log(self, topic: str, partition: int) -> bool:
