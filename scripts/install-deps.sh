@@ -2,7 +2,8 @@
 # Install what Samsa's build and tests need on a fresh Debian 12 machine. Safe to run again:
 # each step checks first and skips what is already there.
 #
-#   Debian packages: kcat (librdkafka 2.0.x, for tests/compat), nodejs + npm (only if `node`
+#   Debian packages: kcat (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, with Java, for the
+#                    cluster tests), nodejs + npm (only if `node`
 #                    is missing), python3-venv (only if a venv must be made with Debian's python)
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[test]'`
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
@@ -56,7 +57,7 @@ TEST_DEPS=1
 
 # --- Debian packages ---------------------------------------------------------------------
 if [ "$TEST_DEPS" = 1 ]; then
-    apt_install kcat
+    apt_install kcat zookeeper
     if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
         step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
     else

@@ -11,6 +11,7 @@ import sys
 
 TOOLS: dict[str, tuple[str, str]] = {
     "broker": ("samsa.cli.broker", "run a broker (samsa broker start CONFIG)"),
+    "zookeeper": ("samsa.cli.zookeeper", "run Debian's ZooKeeper server in the foreground (samsa zookeeper start ZOO_CFG)"),
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics"),
     "console-producer": ("samsa.cli.console_producer", "write lines from stdin to a topic"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of a topic"),
