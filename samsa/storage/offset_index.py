@@ -18,6 +18,7 @@ exactly the valid entries. Entries of an existing file are loaded lazily, on fir
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 import struct
 import sys
 from array import array
@@ -31,7 +32,47 @@ _ENTRY = struct.Struct(">ii")
 _SWAP = sys.byteorder == "little"
 
 
-class OffsetIndex:
+class IndexFile(ABC):
+    """What the offset and time indexes share: entries kept in memory (`_offsets` has one per
+    entry), the first `_written` of them in the file, and whether the file is fsynced."""
+
+    ENTRY: int
+    path: Path
+    _offsets: array[int]
+    _loaded: bool
+    _written: int
+    _file_entries: int
+    _synced: bool
+
+    @abstractmethod
+    def _unwritten(self) -> memoryview:
+        """The entries not yet in the file, in this index's byte layout."""
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    @property
+    def dirty(self) -> bool:
+        return self._loaded and (self._written != len(self._offsets) or self._file_entries != len(self._offsets))
+
+    def write(self, *, fsync: bool = False) -> None:
+        """Bring the file to exactly our entries (append the unwritten tail, trim any excess)."""
+        if not self.dirty:
+            if fsync and not self._synced:
+                _fsync_path(self.path)
+                self._synced = True
+            return
+        n = len(self._offsets)
+        write_index_file(self.path, self._unwritten(), self._written * self.ENTRY, n * self.ENTRY,
+                         self._file_entries * self.ENTRY, fsync)
+        self._written = self._file_entries = n
+        self._synced = fsync
+
+
+class OffsetIndex(IndexFile):
+    ENTRY = ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_entries: int, *, exists: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
@@ -134,31 +175,14 @@ class OffsetIndex:
         self._loaded = True
         self._written = 0
 
-    @property
-    def synced(self) -> bool:
-        return self._synced
-
-    @property
-    def dirty(self) -> bool:
-        return self._loaded and (self._written != len(self._offsets) or self._file_entries != len(self._offsets))
-
-    def write(self, *, fsync: bool = False) -> None:
-        """Bring the file to exactly our entries (append the unwritten tail, trim any excess)."""
-        if not self.dirty:
-            if fsync and not self._synced:
-                _fsync_path(self.path)
-                self._synced = True
-            return
-        n = len(self._offsets)
-        tail = array("i", bytes(ENTRY_SIZE * (n - self._written)))
+    def _unwritten(self) -> memoryview:
+        """The entries not yet in the file, in the file's byte layout."""
+        tail = array("i", bytes(ENTRY_SIZE * (len(self._offsets) - self._written)))
         tail[0::2] = self._offsets[self._written :]
         tail[1::2] = self._positions[self._written :]
         if _SWAP:
             tail.byteswap()
-        write_index_file(self.path, memoryview(tail).cast("B"), self._written * ENTRY_SIZE,
-                         n * ENTRY_SIZE, self._file_entries * ENTRY_SIZE, fsync)
-        self._written = self._file_entries = n
-        self._synced = fsync
+        return memoryview(tail).cast("B")
 
 
 def write_index_file(path: Path, tail: memoryview, at: int, size: int, file_size: int, fsync: bool) -> None:

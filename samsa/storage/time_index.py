@@ -24,14 +24,16 @@ from bisect import bisect_right
 from pathlib import Path
 
 from samsa.storage.errors import CorruptIndex
-from samsa.storage.offset_index import _fsync_path, write_index_file
+from samsa.storage.offset_index import IndexFile
 
 ENTRY_SIZE = 12
 _ENTRY = struct.Struct(">qi")
 _SWAP = sys.byteorder == "little"
 
 
-class TimeIndex:
+class TimeIndex(IndexFile):
+    ENTRY = ENTRY_SIZE
+
     def __init__(self, path: Path, base_offset: int, max_entries: int, *, exists: bool = False) -> None:
         self.path = path
         self.base_offset = base_offset
@@ -140,22 +142,8 @@ class TimeIndex:
         self._written = 0
         self._last = (-1, self.base_offset)
 
-    @property
-    def synced(self) -> bool:
-        return self._synced
-
-    @property
-    def dirty(self) -> bool:
-        return self._loaded and (self._written != len(self._offsets) or self._file_entries != len(self._offsets))
-
-    def write(self, *, fsync: bool = False) -> None:
-        """Bring the file to exactly our entries (append the unwritten tail, trim any excess)."""
-        if not self.dirty:
-            if fsync and not self._synced:
-                _fsync_path(self.path)
-                self._synced = True
-            return
-        n = len(self._offsets)
+    def _unwritten(self) -> memoryview:
+        """The entries not yet in the file, in the file's byte layout."""
         ts = self._timestamps[self._written :]
         offs = self._offsets[self._written :]
         if _SWAP:
@@ -167,7 +155,4 @@ class TimeIndex:
             out[k::ENTRY_SIZE] = ts_bytes[k::8]
         for k in range(4):
             out[8 + k :: ENTRY_SIZE] = off_bytes[k::4]
-        write_index_file(self.path, memoryview(out), self._written * ENTRY_SIZE, n * ENTRY_SIZE,
-                         self._file_entries * ENTRY_SIZE, fsync)
-        self._written = self._file_entries = n
-        self._synced = fsync
+        return memoryview(out)
