@@ -15,6 +15,7 @@ ALLOWED = {
     "storage": {"protocol"},
     "metadata": set(),
     "coordinator": {"protocol"},
+    "controller": {"protocol", "metadata"},
     "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator"},
     "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator"},
 }

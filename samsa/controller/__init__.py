@@ -1,0 +1,1 @@
+"""The cluster controller: leader election, ISR and replica assignment decisions."""
