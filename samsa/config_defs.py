@@ -149,9 +149,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        "Class that maps connections to principals." + _UNUSED),
     # ZooKeeper (accepted so Kafka files load)
-    _b("zookeeper.connect", "string", None, "ZooKeeper connection string." + _UNUSED),
-    _b("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout." + _UNUSED),
-    _b("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connect timeout." + _UNUSED),
+    _b("zookeeper.connect", "string", None, "ZooKeeper connection string (host:port,...[/chroot]); unset runs one broker with an embedded store."),
+    _b("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
+    _b("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connect timeout (default: the session timeout)."),
     # topics and logs
     _b("log.dir", "string", "/tmp/kafka-logs", "Data directory, used when log.dirs is not set."),
     _b("log.dirs", "string", None, "Comma-separated data directories; overrides log.dir."),

@@ -39,9 +39,10 @@ def run(argv: list[str]) -> int:
     for key in config.unknown_keys():
         log.warning("unknown config key %s is ignored", key)
 
+    from samsa.metadata.store import StoreError
     from samsa.server.broker import run_broker
 
     try:
         return run_broker(config)
-    except OSError as e:
+    except (OSError, StoreError) as e:
         raise CliError(f"broker failed to start: {e}") from None

@@ -29,6 +29,10 @@ CONTROLLER_EPOCH = "/controller_epoch"
 DEFAULT_BROKER = "<default>"
 
 
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
 def topic_path(topic: str) -> str:
     return f"{TOPICS}/{topic}"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from samsa.config import BrokerConfig, effective_topic_config
 from samsa.handlers import HANDLER_MODULES
 from samsa.metadata import zkdata
-from samsa.metadata.store import EmbeddedStore, MetadataStore, NodeExists
+from samsa.metadata.store import EmbeddedStore, MetadataStore, NodeExists, StoreError
 from samsa.server.admin import AdminManager
 from samsa.server.dispatch import Dispatcher
 from samsa.server.group_manager import GroupManager
@@ -58,7 +58,16 @@ class Broker:
     def open_storage(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        self.store = EmbeddedStore(self.log_dirs[0] / METADATA_FILE)
+        zk = self.config.get("zookeeper.connect")
+        if zk:
+            from samsa.metadata.zookeeper import ZooKeeperStore
+
+            self.store = ZooKeeperStore(
+                zk, session_timeout_ms=int(self.config.get("zookeeper.session.timeout.ms")),
+                connection_timeout_ms=self.config.get("zookeeper.connection.timeout.ms"))
+            log.info("Connected to ZooKeeper at %s", zk)
+        else:
+            self.store = EmbeddedStore(self.log_dirs[0] / METADATA_FILE)
         self.cluster_id = self._cluster_id()
         self.logs = LogManager(self.log_dirs, self.default_log_config())
         self.logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)
@@ -119,6 +128,38 @@ class Broker:
             name, self.config.get("num.partitions"), self.config.get("default.replication.factor"), {}
         )
 
+    def register(self) -> None:
+        """Announce this broker: an ephemeral /brokers/ids/<id> with its endpoints (as Kafka's
+        ZooKeeper mode does), then stand for controller through the ephemeral /controller node."""
+        assert self.store is not None
+        endpoints = [f"{name}://{host}:{port}" for name, _, _ in self.config.advertised_listeners()
+                     for _, host, port, _ in self.endpoints(name)]
+        doc = {"version": 5, "endpoints": endpoints, "rack": self.config.get("broker.rack"), "jmx_port": -1,
+               "timestamp": str(int(time.time() * 1000)), "features": {},
+               "listener_security_protocol_map": self.config.security_protocol_map()}
+        if endpoints:
+            first = endpoints[0].split("://", 1)[1]
+            doc["host"], doc["port"] = first.rsplit(":", 1)[0], int(first.rsplit(":", 1)[1])
+        try:
+            self.store.create(zkdata.broker_path(self.node_id), zkdata.dumps(doc), ephemeral=True)
+        except NodeExists:
+            raise StoreError(f"broker.id {self.node_id} is already registered by a live broker; "
+                             "give every broker its own broker.id") from None
+        try:
+            self.store.create(zkdata.CONTROLLER, zkdata.dumps(
+                {"version": 2, "brokerid": self.node_id, "timestamp": str(int(time.time() * 1000))}), ephemeral=True)
+            node = self.store.get(zkdata.CONTROLLER_EPOCH)
+            epoch = int(node[0]) + 1 if node and node[0] else 1
+            if node is None:
+                self.store.create(zkdata.CONTROLLER_EPOCH, str(epoch).encode())
+            else:
+                self.store.set(zkdata.CONTROLLER_EPOCH, str(epoch).encode(), node[1])
+            self.controller_id = self.node_id
+            log.info("Broker %d is the controller (epoch %d)", self.node_id, epoch)
+        except NodeExists:
+            node = self.store.get(zkdata.CONTROLLER)
+            self.controller_id = int(zkdata.loads(node[0])["brokerid"]) if node else -1
+
     # -- endpoints ------------------------------------------------------------------------------
 
     def endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]:
@@ -174,6 +215,7 @@ class Broker:
         self.open_storage()
         self.groups.startup()
         self.start_listeners()
+        self.register()
         self.start_timers()
         where = ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}" for lst in self.listeners)
         log.info(
