@@ -65,7 +65,7 @@ def test_create_topic_with_admin_client(broker: BrokerProcess, topic_name: str) 
 @pytest.mark.parametrize("codec", CODECS)
 def test_codec_roundtrip_and_list_offsets(broker: BrokerProcess, topic_name: str, codec: str) -> None:
     if not HAS_CODEC[codec]:
-        pytest.skip(f"kafka-python needs the {CODEC_PACKAGE[codec]!r} package for {codec}; not installed")
+        pytest.fail(f"kafka-python needs the {CODEC_PACKAGE[codec]!r} package for {codec}: run scripts/install-deps.sh")
     b = broker.bootstrap
     create_topic(b, topic_name)
     recs = make_records(codec, 30, base_timestamp_ms())
