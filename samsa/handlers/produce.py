@@ -77,7 +77,9 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     max_bytes = partition.log.config.max_message_bytes
-    if len(records) > max_bytes + 12:
+    # The data must be exactly one batch (checked below), so its length is the batch's size:
+    # refuse an oversized one before spending a CRC on it.
+    if len(records) > max_bytes:
         return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
                       f"batch of {len(records)} bytes exceeds max.message.bytes={max_bytes}")
     try:
@@ -90,9 +92,6 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
     h = headers[0][1]
     if h.is_control:
         return _error(index, ErrorCode.INVALID_RECORD, "clients may not write control batches")
-    if h.size > max_bytes:
-        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
-                      f"batch of {h.size} bytes exceeds max.message.bytes={max_bytes}")
     log_append_time = partition.log.config.message_timestamp_type == "LogAppendTime"
     target = CODECS.get(broker.topics[topic].compression_type)
     if target is not None and target != h.compression:

@@ -9,6 +9,7 @@ flushes every log, writes the checkpoints and the clean-shutdown marker, and exi
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 import logging
 import signal
 import time
@@ -182,7 +183,7 @@ class Broker:
             lst.start()
             self.listeners.append(lst)
 
-    def _every(self, interval_ms: int, fn: "callable[[], None]", what: str) -> None:  # type: ignore[valid-type]
+    def _every(self, interval_ms: int, fn: Callable[[], object], what: str) -> None:
         interval = max(interval_ms, 10) / 1000
 
         def tick() -> None:
