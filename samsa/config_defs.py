@@ -236,7 +236,13 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("group.max.size", "int", INT_MAX, "Most members in one group.", at_least(1)),
     # replication and leadership
     _b("replica.lag.time.max.ms", "long", 30000, "Follower lag before it leaves the ISR."),
-    _b("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition in replica fetches." + _UNUSED, at_least(0)),
+    _b("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition in replica fetches.", at_least(0)),
+    _b("replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response.", at_least(0)),
+    _b("replica.fetch.wait.max.ms", "int", 500, "Longest a replica fetch waits for data.", at_least(0)),
+    _b("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch." + _UNUSED, at_least(0)),
+    _b("replica.socket.timeout.ms", "int", 30000, "Socket timeout of replica fetches.", at_least(1)),
+    _b("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are saved.",
+       at_least(1)),
     _b("num.replica.fetchers", "int", 1, "Replica fetcher threads." + _UNUSED, dynamic=True),
     _b("unclean.leader.election.enable", "boolean", False, "Allow out-of-sync replicas to become leader.",
        dynamic=True),
@@ -244,8 +250,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("leader.imbalance.check.interval.seconds", "long", 300, "How often leader balance is checked.", at_least(1)),
     _b("leader.imbalance.per.broker.percentage", "int", 10, "Leader imbalance that triggers a rebalance."),
     _b("controlled.shutdown.enable", "boolean", True, "Hand off leadership before shutting down."),
-    _b("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts." + _UNUSED),
-    _b("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between controlled shutdown attempts." + _UNUSED),
+    _b("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts: each waits up to "
+       "controlled.shutdown.retry.backoff.ms for leadership to move."),
+    _b("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait for leadership to move, per attempt."),
     # transactions and idempotence
     _b("transaction.state.log.num.partitions", "int", 50, "Partitions of __transaction_state.", at_least(1)),
     _b("transaction.state.log.replication.factor", "short", 3, "Replication factor of __transaction_state.",

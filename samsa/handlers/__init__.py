@@ -2,6 +2,7 @@
 
 from samsa.handlers import (
     alter_configs,
+    alter_partition_reassignments,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -13,6 +14,7 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    elect_leaders,
     fetch,
     find_coordinator,
     heartbeat,
@@ -22,10 +24,12 @@ from samsa.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     sync_group,
 )
@@ -59,4 +63,8 @@ HANDLER_MODULES = [
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    offset_for_leader_epoch,
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 ]

@@ -11,7 +11,7 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+def handle(ctx: Any, req: Any) -> Any:
     results = []
     for t in req.topics:
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
@@ -21,4 +21,17 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message})
             continue
         results.append({"name": t.name, "error_code": 0})
-    return {"throttle_time": 0, "results": results}
+    grown = {t.name: t.count for t in req.topics}
+    ok = [r["name"] for r in results if r["error_code"] == 0]
+    if req.validate_only or not ok:
+        return {"throttle_time": 0, "results": results}
+    view = ctx.broker.cluster
+
+    def ready() -> bool:
+        return all(view.topic_ready(n) and len(ctx.broker.topics[n].partitions) >= grown[n] for n in ok)
+
+    async def when_ready() -> dict[str, Any]:
+        await view.wait_until(ready, max(req.timeout, 0) / 1000)
+        return {"throttle_time": 0, "results": results}
+
+    return when_ready()

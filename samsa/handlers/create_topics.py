@@ -12,7 +12,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     results = []
     seen: set[str] = set()
@@ -47,4 +47,21 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
             "configs": [{"name": e.name, "value": e.value, "read_only": e.read_only,
                          "config_source": e.source, "is_sensitive": e.sensitive} for e in entries],
         })
+    created = [r["name"] for r in results if r["error_code"] == 0]
+    if req.validate_only or not created:
+        return {"throttle_time": 0, "topics": results}
+    return _when_ready(broker, created, results, req.timeout)
+
+
+async def _when_ready(broker: Any, names: list[str], results: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:
+    """Answer once the controller has given every new partition a leader (as Kafka waits
+    for the topics' metadata), or at the request's timeout with REQUEST_TIMED_OUT."""
+    view = broker.cluster
+    if timeout_ms <= 0:  # Kafka: a zero timeout answers at once, the creation under way
+        return {"throttle_time": 0, "topics": results}
+    await view.wait_until(lambda: all(view.topic_ready(n) for n in names), max(timeout_ms, 0) / 1000)
+    for r in results:
+        if r["error_code"] == 0 and not view.topic_ready(r["name"]):
+            r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+            r["error_message"] = "the topic was created but its partitions have no leader yet"
     return {"throttle_time": 0, "topics": results}

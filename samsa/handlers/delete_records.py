@@ -21,6 +21,10 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                               "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})
                 continue
+            if not partition.is_leader:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": int(ErrorCode.NOT_LEADER_OR_FOLLOWER)})
+                continue
             hw = partition.high_watermark
             offset = hw if p.offset == -1 else p.offset
             if offset < 0 or offset > hw:

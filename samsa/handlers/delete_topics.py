@@ -13,7 +13,7 @@ MAX_VERSION = 6
 _ZERO = bytes(16)
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -35,4 +35,19 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
             responses.append({"name": name, "topic_id": tid_bytes, "error_code": int(e.code), "error_message": e.message})
             continue
         responses.append({"name": name, "topic_id": tid_bytes, "error_code": 0})
+    deleted = [r["name"] for r in responses if r["error_code"] == 0]
+    if not deleted:
+        return {"throttle_time": 0, "responses": responses}
+    return _when_gone(broker, deleted, responses, req.timeout)
+
+
+async def _when_gone(broker: Any, names: list[str], responses: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:
+    """Answer once the controller has deleted the topics (this broker's view no longer has them)."""
+    if timeout_ms <= 0:
+        return {"throttle_time": 0, "responses": responses}
+    await broker.cluster.wait_until(lambda: not any(n in broker.topics for n in names), max(timeout_ms, 0) / 1000)
+    for r in responses:
+        if r["error_code"] == 0 and r["name"] in broker.topics:
+            r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+            r["error_message"] = "deletion is queued but not finished yet"
     return {"throttle_time": 0, "responses": responses}

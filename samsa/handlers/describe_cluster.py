@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from samsa.handlers.metadata import brokers_on
+
 API_KEY = 60
 MIN_VERSION = 0
 MAX_VERSION = 1
@@ -20,7 +22,7 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
-        "brokers": [{"broker_id": n, "host": h, "port": p, "rack": r}
-                    for n, h, p, r in broker.endpoints(ctx.conn.server.name)],
+        "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": b["rack"]}
+                    for b in brokers_on(broker, ctx.conn.server.name)],
         "cluster_authorized_operations": -2147483648,
     }

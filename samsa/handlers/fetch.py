@@ -5,6 +5,11 @@ A partition's data is a byte range of one segment, sent with sendfile. Limits ar
 partition with data returns at least its first whole batch so a consumer can always make
 progress (KIP-74). Consumers read up to the high watermark only. Fetch sessions (KIP-227) are
 not kept: every response has session id 0, which clients treat as a full (sessionless) fetch.
+
+A fetch with `replica_id` >= 0 comes from a follower: its fetch offset tells the leader what
+it has (ISR and high watermark move, see `Partition.update_follower`), and it reads up to the
+log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
+`current_leader_epoch` older than the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from samsa.protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.replica_manager import wait_for_any
 from samsa.storage.errors import OffsetOutOfRange
 
@@ -35,7 +40,7 @@ def handle(ctx: Any, req: Any) -> Any:
 async def _long_poll(broker: Any, req: Any, woken: Any, deadline: float) -> dict[str, Any]:
     while True:
         appended = await woken
-        responses, nbytes, waitable, errors = _read(broker, req)
+        responses, nbytes, waitable, errors = _read(broker, req, first=False)
         remaining = deadline - time.monotonic()
         if not appended or nbytes >= req.min_bytes or errors or not waitable or remaining <= 0:
             return _response(responses)
@@ -46,8 +51,11 @@ def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _read(broker: Any, req: Any) -> tuple[list[dict[str, Any]], int, list[Any], bool]:
+def _read(broker: Any, req: Any, first: bool = True) -> tuple[list[dict[str, Any]], int, list[Any], bool]:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    replica_id = getattr(req, "replica_id", -1)
+    follower = replica_id >= 0
+    live = broker.cluster.brokers.__contains__
     total = 0
     errors = False
     waitable = []
@@ -58,8 +66,18 @@ def _read(broker: Any, req: Any) -> tuple[list[dict[str, Any]], int, list[Any], 
             partition = broker.replicas.get(t.topic, fp.partition)
             if partition is None:
                 errors = True
-                parts.append(_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                known = t.topic in broker.topics and fp.partition in broker.topics[t.topic].partitions
+                parts.append(_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER if known
+                                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            try:
+                partition.check_leader(getattr(fp, "current_leader_epoch", -1))
+            except KafkaError as e:
+                errors = True
+                parts.append(_part(fp.partition, e.code))
+                continue
+            if follower and first:
+                partition.update_follower(replica_id, fp.fetch_offset, live)
             hw = partition.high_watermark
             log = partition.log
             entry = _part(fp.partition, ErrorCode.NONE, hw, log.log_start_offset)
@@ -68,7 +86,8 @@ def _read(broker: Any, req: Any) -> tuple[list[dict[str, Any]], int, list[Any], 
                 parts.append(entry)
                 continue
             try:
-                sl = log.read(fp.fetch_offset, max(limit, 0), max_offset=hw, min_one_batch=(total == 0))
+                sl = log.read(fp.fetch_offset, max(limit, 0), max_offset=None if follower else hw,
+                              min_one_batch=(total == 0))
             except OffsetOutOfRange:
                 errors = True
                 parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.batch import HEADER_SIZE, parse_header
-from samsa.protocol.errors import ErrorCode
+from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import InvalidRecords, decode_records
 
 API_KEY = 2
@@ -27,16 +27,21 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_one(broker, t.name, p.partition_index, p.timestamp))
+            parts.append(_one(broker, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _one(broker: Any, topic: str, index: int, ts: int) -> dict[str, Any]:
+def _one(broker: Any, topic: str, index: int, ts: int, current_epoch: int = -1) -> dict[str, Any]:
     partition = broker.replicas.get(topic, index)
     if partition is None:
-        return {"partition_index": index, "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        known = topic in broker.topics and index in broker.topics[topic].partitions
+        code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return {"partition_index": index, "error_code": int(code), "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    try:
+        partition.check_leader(current_epoch)
+    except KafkaError as e:
+        return {"partition_index": index, "error_code": int(e.code), "timestamp": -1, "offset": -1, "leader_epoch": -1}
     log = partition.log
     epoch = partition.leader_epoch
     if ts == LATEST or ts == LATEST_TIERED:

@@ -1,7 +1,10 @@
 """Metadata (3): brokers, controller and the partition leaders of the asked topics.
 
-A topic that does not exist is created here when the client allows it and the broker has
-`auto.create.topics.enable=true`, as in Kafka.
+Every broker answers for the whole cluster from its view of the store: live brokers with
+their endpoints on the listener the client came in on, and each partition's leader, leader
+epoch, replicas, ISR and offline replicas. A topic that does not exist is created here when
+the client allows it and the broker has `auto.create.topics.enable=true`, as in Kafka; the
+answer waits briefly for its leaders so the client can produce at once.
 """
 
 from __future__ import annotations
@@ -16,9 +19,13 @@ MIN_VERSION = 0
 MAX_VERSION = 12
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+AUTO_CREATE_WAIT_S = 5.0
+
+
+def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
-    topics = []
+    topics: list[Any] = []
+    created: list[str] = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
         names = sorted(broker.topics)
     else:
@@ -48,17 +55,42 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
                 try:
                     topic = broker.auto_create_topic(name)
                 except KafkaError as e:
-                    topics.append({"error_code": int(e.code), "name": name, "partitions": []})
-                    continue
+                    code = ErrorCode.TOPIC_ALREADY_EXISTS
+                    if e.code != code:
+                        topics.append({"error_code": int(e.code), "name": name, "partitions": []})
+                        continue
+                created.append(name)
+                topics.append(name)
+                continue
             else:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []})
                 continue
         topics.append(describe_topic(broker, topic))
+    if created:
+        return _after_create(ctx, topics, created)
+    return _response(ctx, topics)
+
+
+async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> dict[str, Any]:
+    broker = ctx.broker
+    view = broker.cluster
+    await view.wait_until(lambda: all(view.topic_ready(n) for n in created), AUTO_CREATE_WAIT_S)
+    out = []
+    for t in topics:
+        if isinstance(t, str):
+            topic = broker.topics.get(t)
+            out.append(describe_topic(broker, topic) if topic is not None and view.topic_ready(t) else
+                       {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
+        else:
+            out.append(t)
+    return _response(ctx, out)
+
+
+def _response(ctx: Any, topics: list[Any]) -> dict[str, Any]:
+    broker = ctx.broker
     return {
         "throttle_time": 0,
-        "brokers": [
-            {"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in broker.endpoints(ctx.conn.server.name)
-        ],
+        "brokers": brokers_on(broker, ctx.conn.server.name),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.controller_id,
         "topics": topics,
@@ -66,20 +98,36 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
     }
 
 
+def brokers_on(broker: Any, listener: str) -> list[dict[str, Any]]:
+    """Live brokers' endpoints on `listener` (this broker's own from its config, the others'
+    from their registrations)."""
+    out = []
+    for info in sorted(broker.cluster.brokers.values(), key=lambda b: b.node_id):
+        if info.node_id == broker.node_id:
+            continue
+        ep = info.endpoints.get(listener)
+        if ep is not None:
+            out.append({"node_id": info.node_id, "host": ep[0], "port": ep[1], "rack": info.rack})
+    out += [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in broker.endpoints(listener)]
+    return sorted(out, key=lambda b: b["node_id"])
+
+
 def describe_topic(broker: Any, topic: Any) -> dict[str, Any]:
     parts = []
+    view = broker.cluster
+    live = view.brokers
     for index in sorted(topic.partitions):
         replicas = topic.partitions[index]
-        p = broker.replicas.get(topic.name, index)
-        leader = broker.node_id if p is not None else -1
+        st = view.state(topic.name, index)
+        leader = st.leader if st is not None and st.leader in live else -1
         parts.append({
-            "error_code": 0 if p is not None else int(ErrorCode.LEADER_NOT_AVAILABLE),
+            "error_code": 0 if leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
             "partition_index": index,
             "leader_id": leader,
-            "leader_epoch": p.leader_epoch if p is not None else -1,
+            "leader_epoch": st.leader_epoch if st is not None else -1,
             "replica_nodes": replicas,
-            "isr_nodes": replicas if p is not None else [],
-            "offline_replicas": [],
+            "isr_nodes": list(st.isr) if st is not None else [],
+            "offline_replicas": [r for r in replicas if r not in live],
         })
     return {
         "error_code": 0,

@@ -2,16 +2,25 @@
 
 Kafka 4.0 accepts Produce v3+ only, where a partition's data is exactly one RecordBatch v2.
 Nothing is appended for a partition whose data fails any check; the others still go in.
+Only the partition's leader appends (else NOT_LEADER_OR_FOLLOWER, and the client refreshes
+its metadata). acks=all: refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller
+than min.insync.replicas; otherwise answered once the high watermark passes the batch (every
+ISR member has it), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
+meanwhile, REQUEST_TIMED_OUT at the request's timeout.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import time
+
+from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.records import InvalidRecords, build_batch, decode_records, scan_batches
 from samsa.server.network import NO_RESPONSE
+from samsa.server.replica_manager import wait_for_any
 from samsa.server.topics import validate_topic_name
 
 API_KEY = 0
@@ -23,17 +32,59 @@ def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     acks = req.acks
     responses = []
+    pending: list[tuple[Any, int, dict[str, Any], int]] = []
     for t in req.topic_data:
         parts = []
         for pd in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            entry = append_partition(broker, t.name, pd.index, pd.records, acks)
+            parts.append(entry)
+            if acks == -1 and entry["error_code"] == 0:
+                partition = broker.replicas.get(t.name, pd.index)
+                required = entry.pop("_required")
+                min_isr = broker.topics[t.name].min_insync_replicas
+                if _acks_all(partition, required, entry, min_isr) is WAIT:
+                    pending.append((partition, required, entry, min_isr))
             else:
-                parts.append(append_partition(broker, t.name, pd.index, pd.records, acks))
+                entry.pop("_required", None)
         responses.append({"name": t.name, "partition_responses": parts})
     if acks == 0:
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time": 0}
+    body = {"responses": responses, "throttle_time": 0}
+    if pending:
+        return _await_replication(broker, pending, body, req.timeout)
+    return body
+
+
+def _acks_all(partition: Any, required: int, entry: dict[str, Any], min_isr: int) -> object:
+    """Settle `entry` if acks=all can be answered now; WAIT if not yet."""
+    if not partition.is_leader:
+        entry.update(_error(entry["index"], ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            "leadership moved before the batch was replicated"))
+        return None
+    verdict = acks_all_satisfied(required, partition.hw, len(partition.isr), min_isr)
+    if verdict is WAIT:
+        return WAIT
+    if verdict is not None:
+        entry.update(_error(entry["index"], verdict, f"only {len(partition.isr)} in-sync replicas have the batch"))
+    return None
+
+
+async def _await_replication(broker: Any, pending: list[tuple[Any, int, dict[str, Any], int]], body: dict[str, Any],
+                             timeout_ms: int) -> dict[str, Any]:
+    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+    while pending:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            break
+        await wait_for_any(broker.loop, [p for p, _, _, _ in pending], remaining)
+        pending = [(p, r, e, m) for p, r, e, m in pending if _acks_all(p, r, e, m) is WAIT]
+    for _, _, entry, _ in pending:
+        entry.update(_error(entry["index"], ErrorCode.REQUEST_TIMED_OUT,
+                            "the batch was not replicated to every in-sync replica in time"))
+    return body
 
 
 INTERNAL_OFFSETS_TOPIC = "__consumer_offsets"
@@ -69,11 +120,15 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     partition = broker.replicas.get(topic, index)
     if partition is None:
+        if topic in broker.topics and index in broker.topics[topic].partitions:
+            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker.node_id} does not host {topic}-{index}")
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    isr = len(broker.topics[topic].partitions[index])  # single node: every replica is in sync
-    if acks == -1 and isr < broker.topics[topic].min_insync_replicas:
+    if not partition.is_leader:
+        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker.node_id} does not lead {topic}-{index}")
+    min_isr = broker.topics[topic].min_insync_replicas
+    if acks == -1 and len(partition.isr) < min_isr:
         return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
-                      f"{isr} in-sync replicas, min.insync.replicas={broker.topics[topic].min_insync_replicas}")
+                      f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     if records is None or len(records) == 0:
         return _error(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     max_bytes = partition.log.config.max_message_bytes
@@ -105,4 +160,5 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
     if out.error != ErrorCode.NONE:
         return _error(index, out.error, out.message)
     return {"index": index, "error_code": 0, "base_offset": out.base_offset,
-            "log_append_time": out.log_append_time, "log_start_offset": out.log_start_offset}
+            "log_append_time": out.log_append_time, "log_start_offset": out.log_start_offset,
+            "_required": partition.log.log_end_offset}

@@ -12,12 +12,15 @@ File format (`samsa-metadata.json`): {"version": 1, "nodes": {"/path": {"data": 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import os
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class StoreError(Exception):
@@ -37,16 +40,44 @@ class BadVersion(StoreError):
 
 
 class MetadataStore(Protocol):
+    connected: bool
+
     def get(self, path: str) -> tuple[bytes, int] | None: ...
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]: ...
+    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]: ...
+    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]: ...
     def children(self, path: str) -> list[str]: ...
     def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None: ...
     def set(self, path: str, data: bytes, version: int = -1) -> int: ...
     def delete(self, path: str, *, recursive: bool = False) -> None: ...
     def close(self) -> None: ...
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any], *,
+                       loop: asyncio.AbstractEventLoop | None = None) -> Any: ...
+    def watch_data(self, path: str, callback: Callable[[bytes | None, int | None], Any], *,
+                   loop: asyncio.AbstractEventLoop | None = None) -> Any: ...
+    def add_session_listener(self, *, on_session_lost: Callable[[], Any] | None = None,
+                             on_reconnected: Callable[[bool], Any] | None = None,
+                             on_suspended: Callable[[], Any] | None = None,
+                             loop: asyncio.AbstractEventLoop | None = None) -> None: ...
 
 
 def _parent(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
+
+
+@dataclass(eq=False)
+class LocalWatch:
+    """A watch on the embedded store: `callback` gets the node's latest state after changes."""
+
+    path: str
+    children: bool
+    callback: Callable[..., Any]
+    loop: asyncio.AbstractEventLoop | None
+    cancelled: bool = False
+    pending: bool = field(default=False, repr=False)
+
+    def cancel(self) -> None:
+        self.cancelled = True
 
 
 class EmbeddedStore:
@@ -57,6 +88,9 @@ class EmbeddedStore:
         self._lock = threading.Lock()
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
         self._ephemeral: set[str] = set()
+        self._watches: list[LocalWatch] = []
+        self._batch = 0  # > 0 inside create_many: persist once at the end
+        self.connected = True
         if path.exists():
             try:
                 doc = json.loads(path.read_text())
@@ -66,6 +100,8 @@ class EmbeddedStore:
                 raise StoreError(f"metadata file {path} is unreadable: {e}") from None
 
     def _persist(self) -> None:
+        if self._batch:
+            return
         doc = {
             "version": 1,
             "nodes": {
@@ -106,6 +142,7 @@ class EmbeddedStore:
                 self._ephemeral.add(path)
             else:
                 self._persist()
+        self._changed([path, *missing])
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         with self._lock:
@@ -117,7 +154,8 @@ class EmbeddedStore:
             self._nodes[path] = (data, cur[1] + 1)
             if path not in self._ephemeral:
                 self._persist()
-            return cur[1] + 1
+        self._changed([path], created=False)
+        return cur[1] + 1
 
     def delete(self, path: str, *, recursive: bool = False) -> None:
         with self._lock:
@@ -131,6 +169,90 @@ class EmbeddedStore:
                 del self._nodes[p]
                 self._ephemeral.discard(p)
             self._persist()
+        self._changed(kids + [path])
+
+    # -- batches: one file write for many nodes (the ZooKeeper backend pipelines them) ----------
+
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        return [self._nodes.get(p) for p in paths]
+
+    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]:
+        out: list[StoreError | None] = []
+        self._batch += 1
+        try:
+            for path, data in items:
+                try:
+                    self.create(path, data)
+                    out.append(None)
+                except StoreError as e:
+                    out.append(e)
+        finally:
+            self._batch -= 1
+        self._persist()
+        return out
+
+    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]:
+        out: list[int | StoreError] = []
+        self._batch += 1
+        try:
+            for path, data, version in items:
+                try:
+                    out.append(self.set(path, data, version))
+                except StoreError as e:
+                    out.append(e)
+        finally:
+            self._batch -= 1
+        self._persist()
+        return out
+
+    # -- watches, as the ZooKeeper backend's: the latest state, delivered after each change ------
+
+    def watch_children(self, path: str, callback: Callable[[list[str]], Any], *,
+                       loop: asyncio.AbstractEventLoop | None = None) -> LocalWatch:
+        if path not in self._nodes:
+            self.create(path, b"")
+        w = LocalWatch(path, True, callback, loop)
+        self._watches.append(w)
+        self._fire(w)
+        return w
+
+    def watch_data(self, path: str, callback: Callable[[bytes | None, int | None], Any], *,
+                   loop: asyncio.AbstractEventLoop | None = None) -> LocalWatch:
+        w = LocalWatch(path, False, callback, loop)
+        self._watches.append(w)
+        self._fire(w)
+        return w
+
+    def add_session_listener(self, **_: Any) -> None:
+        """An in-process store has no session to lose."""
+
+    def _changed(self, paths: list[str], created: bool = True) -> None:
+        if not self._watches:
+            return
+        self._watches = [w for w in self._watches if not w.cancelled]
+        touched = set(paths)
+        parents = {_parent(p) for p in paths} if created else set()
+        for w in self._watches:
+            if (w.path in parents) if w.children else (w.path in touched):
+                self._fire(w)
+
+    def _fire(self, w: LocalWatch) -> None:
+        if w.loop is None:
+            self._deliver(w)
+        elif not w.pending:  # coalesce: the callback reads the state when it runs
+            w.pending = True
+            w.loop.call_soon(self._deliver, w)
+
+    def _deliver(self, w: LocalWatch) -> None:
+        w.pending = False
+        if w.cancelled:
+            return
+        if w.children:
+            w.callback(self.children(w.path))
+        else:
+            node = self._nodes.get(w.path)
+            w.callback(*(node if node is not None else (None, None)))
 
     def close(self) -> None:
-        pass
+        for w in self._watches:
+            w.cancel()

@@ -7,6 +7,7 @@
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id> and /config/brokers/<default>
     /admin/delete_topics/<topic>
+    /admin/controlled_shutdown/<id>               (ephemeral) a broker asks the controller to move its leaders
     /controller, /controller_epoch
 """
 
@@ -24,6 +25,7 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
+CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"  # Samsa's: <id> children ask the controller to move leaders
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DEFAULT_BROKER = "<default>"
@@ -43,6 +45,14 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def controlled_shutdown_path(broker_id: int) -> str:
+    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
 
 
 def broker_config_path(broker: str) -> str:
@@ -69,6 +79,8 @@ def decode_topic_id(text: str) -> uuid.UUID:
 class TopicAssignment:
     topic_id: uuid.UUID
     partitions: dict[int, list[int]]
+    adding: dict[int, list[int]] = field(default_factory=dict)  # KIP-455: reassignment in progress
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return dumps(
@@ -76,15 +88,17 @@ class TopicAssignment:
                 "version": 3,
                 "topic_id": encode_topic_id(self.topic_id),
                 "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
-                "adding_replicas": {},
-                "removing_replicas": {},
+                "adding_replicas": {str(p): r for p, r in sorted(self.adding.items())},
+                "removing_replicas": {str(p): r for p, r in sorted(self.removing.items())},
             }
         )
 
     @classmethod
     def decode(cls, data: bytes) -> "TopicAssignment":
         doc = loads(data)
-        return cls(decode_topic_id(doc["topic_id"]), {int(p): list(r) for p, r in doc["partitions"].items()})
+        return cls(decode_topic_id(doc["topic_id"]), {int(p): list(r) for p, r in doc["partitions"].items()},
+                   {int(p): list(r) for p, r in (doc.get("adding_replicas") or {}).items()},
+                   {int(p): list(r) for p, r in (doc.get("removing_replicas") or {}).items()})
 
 
 @dataclass

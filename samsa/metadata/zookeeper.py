@@ -227,6 +227,46 @@ class ZooKeeperStore:
                 raise NoNodeError(path)
             self._zk.delete(path, recursive=True)
 
+    # -- pipelined batches: many requests in flight, one round trip of latency ---------------
+
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
+        self._check(paths[0] if paths else "/")
+        pending = [(p, self._zk.get_async(p)) for p in paths]
+        out: list[tuple[bytes, int] | None] = []
+        for path, res in pending:
+            try:
+                with _errors(path):
+                    data, stat = res.get(timeout=self._timeout)
+                out.append((data, stat.version))
+            except NoNode:
+                out.append(None)
+        return out
+
+    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]:
+        self._check(items[0][0] if items else "/")
+        pending = [(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
+        return [self._outcome(p, r) for p, r in pending]
+
+    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]:
+        self._check(items[0][0] if items else "/")
+        pending = [(p, self._zk.set_async(p, d, v)) for p, d, v in items]
+        out: list[int | StoreError] = []
+        for path, res in pending:
+            try:
+                with _errors(path):
+                    out.append(int(res.get(timeout=self._timeout).version))
+            except StoreError as e:
+                out.append(e)
+        return out
+
+    def _outcome(self, path: str, res: Any) -> StoreError | None:
+        try:
+            with _errors(path):
+                res.get(timeout=self._timeout)
+        except StoreError as e:
+            return e
+        return None
+
     def close(self) -> None:
         """End the session (our ephemeral nodes vanish at once) and stop kazoo's thread."""
         if self._closed:

@@ -1,9 +1,11 @@
-"""Topic and config administration: the one writer of topic metadata on this broker.
+"""Topic and config administration on any broker: requests become writes to the store.
 
-Every change is written to the metadata store first (Kafka's layout, `metadata.zkdata`), then
-applied locally: logs are created or deleted and partitions added. With one broker every
-replica is this broker; the replica assignment below already spreads replicas round-robin
-across the live brokers so the cluster issue can reuse it.
+As in Kafka's ZooKeeper mode, a broker handling CreateTopics writes the topic's replica
+assignment (Kafka's rack-aware placement over the live brokers) and config; the controller
+sees the new topic and gives its partitions leaders; every broker's view then creates the
+logs it hosts. DeleteTopics writes /admin/delete_topics/<t> for the controller. The
+handlers wait (up to the request's timeout) until this broker's view shows the result, so a
+client that gets an answer can use the topic at once.
 """
 
 from __future__ import annotations
@@ -13,7 +15,10 @@ import uuid
 from typing import TYPE_CHECKING
 
 from samsa.config import ConfigError, validate_topic_configs
+from samsa.controller.decisions import AssignmentError
+from samsa.controller.decisions import assign_replicas as kafka_assign_replicas
 from samsa.metadata import zkdata
+from samsa.metadata.store import NodeExists, StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.topics import Topic, validate_topic_name
 
@@ -23,20 +28,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("samsa.admin")
 
 
-def assign_replicas(brokers: list[int], num_partitions: int, replication_factor: int, start: int = 0) -> dict[int, list[int]]:
-    """Round-robin replica placement: partition p leads on brokers[(start+p) % n], followers next."""
-    n = len(brokers)
-    return {
-        p: [brokers[(start + p + i) % n] for i in range(replication_factor)] for p in range(num_partitions)
-    }
-
-
 class AdminManager:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
 
     def live_brokers(self) -> list[int]:
-        return [self.broker.node_id]
+        live = self.broker.cluster.live_brokers
+        return live or [self.broker.node_id]
+
+    def place(self, num_partitions: int, replication_factor: int, start_partition: int = 0,
+              existing: dict[int, list[int]] | None = None) -> dict[int, list[int]]:
+        """Kafka's replica placement over the live brokers (rack-aware when they have racks)."""
+        racks = self.broker.cluster.racks() or {self.broker.node_id: self.broker.config.get("broker.rack")}
+        if any(r is None for r in racks.values()) and any(r is not None for r in racks.values()):
+            racks = {b: None for b in racks}  # mixed: place without racks, as --disable-rack-aware
+        try:
+            if start_partition == 0:
+                return kafka_assign_replicas(racks, num_partitions, replication_factor)
+            first = (existing or {}).get(0, [])
+            start = sorted(racks).index(first[0]) if first and first[0] in racks else None
+            return kafka_assign_replicas(racks, num_partitions, replication_factor, start_index=start,
+                                         start_partition_id=start_partition)
+        except AssignmentError as e:
+            raise KafkaError(e.error_code, str(e)) from None
 
     def check_topic_configs(self, configs: dict[str, str]) -> dict[str, str]:
         try:
@@ -55,7 +69,9 @@ class AdminManager:
     ) -> Topic:
         broker = self.broker
         validate_topic_name(name)
-        if name in broker.topics:
+        store = broker.store
+        assert store is not None
+        if name in broker.topics or store.get(zkdata.topic_path(name)) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         collision = name.replace(".", "_")
         for other in broker.topics:
@@ -85,20 +101,22 @@ class AdminManager:
                     ErrorCode.INVALID_REPLICATION_FACTOR,
                     f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.",
                 )
-            assignment = assign_replicas(live, num_partitions, replication_factor)
+            assignment = self.place(num_partitions, replication_factor)
         configs = self.check_topic_configs(configs)
         topic = Topic(name, uuid.uuid4(), assignment, configs)
         if validate_only:
             return topic
-        store = broker.store
-        assert store is not None
-        if configs:
-            store.create(zkdata.topic_config_path(name), zkdata.encode_config(configs))
-        store.create(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, assignment).encode())
-        for p, reps in assignment.items():
-            state = zkdata.PartitionState(leader=reps[0], leader_epoch=0, isr=list(reps))
-            store.create(zkdata.partition_state_path(name, p), state.encode())
-        broker.host_topic(topic)
+        try:
+            if configs:
+                if store.get(zkdata.topic_config_path(name)) is None:
+                    store.create(zkdata.topic_config_path(name), zkdata.encode_config(configs))
+                else:
+                    store.set(zkdata.topic_config_path(name), zkdata.encode_config(configs))
+            store.create(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, assignment).encode())
+        except NodeExists:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
+        except StoreError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not write topic {name}: {e}") from None
         log.info("Created topic %s with %d partitions, replication factor %d%s", name, len(assignment),
                  len(assignment[0]), f", configs {configs}" if configs else "")
         return topic
@@ -112,14 +130,13 @@ class AdminManager:
             raise KafkaError(ErrorCode.TOPIC_DELETION_DISABLED, "delete.topic.enable is false on this broker")
         store = broker.store
         assert store is not None
-        store.delete(zkdata.topic_path(name), recursive=True)
-        if store.get(zkdata.topic_config_path(name)) is not None:
-            store.delete(zkdata.topic_config_path(name))
-        del broker.topics[name]
-        assert broker.logs is not None
-        for p in broker.replicas.remove_topic(name):
-            broker.logs.delete_log(name, p.index)
-        log.info("Deleted topic %s", name)
+        try:
+            store.create(zkdata.delete_topic_path(name), b"")
+        except NodeExists:
+            pass  # already queued
+        except StoreError as e:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not delete topic {name}: {e}") from None
+        log.info("Topic %s marked for deletion", name)
 
     def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, validate_only: bool) -> None:
         broker = self.broker
@@ -145,17 +162,23 @@ class AdminManager:
                     raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                                      f"partition {p}: replicas {reps} must be {rf} distinct live brokers")
         else:
-            new = {p: r for p, r in assign_replicas(live, count, rf).items() if p >= current}
+            if rf > len(live):
+                raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
+                                 f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            new = {p: r for p, r in self.place(count - current, rf, current, topic.partitions).items() if p >= current}
         if validate_only:
             return
-        topic.partitions.update(new)
         store = broker.store
         assert store is not None
-        store.set(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, topic.partitions).encode())
-        for p, reps in new.items():
-            store.create(zkdata.partition_state_path(name, p),
-                         zkdata.PartitionState(leader=reps[0], leader_epoch=0, isr=list(reps)).encode())
-        broker.host_topic(topic)
+        node = store.get(zkdata.topic_path(name))
+        if node is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
+        current_assignment = zkdata.TopicAssignment.decode(node[0])
+        current_assignment.partitions.update(new)
+        try:
+            store.set(zkdata.topic_path(name), current_assignment.encode(), node[1])
+        except StoreError as e:
+            raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"the topic changed meanwhile ({e}); retry") from None
         log.info("Topic %s now has %d partitions", name, count)
 
     def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:

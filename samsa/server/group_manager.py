@@ -8,6 +8,14 @@ partition's log into the shard at start-up, appends the records each operation p
 (before the response goes out), and keeps one timer per shard at the shard's next deadline
 (session expiry, rebalance timeouts, offset retention).
 
+In a cluster the coordinator moves with leadership: when this broker becomes leader of a
+partition of `__consumer_offsets` it replays it into a fresh shard; when it stops leading
+it drops the shard (clients get NOT_COORDINATOR and ask FindCoordinator again, which names
+the partition's leader from the cluster view). The topic is created with
+`offsets.topic.replication.factor` replicas: on a single embedded-store broker at start-up
+(capped at the live brokers), in a ZooKeeper cluster on the first FindCoordinator once that
+many brokers are alive, as Kafka does.
+
 Compaction "by snapshot": when a partition's log holds many more records than the shard's
 live state, the manager rolls the log, appends the live records again, and moves the log
 start offset to them; whole old segments are then deleted by retention. Replaying the log
@@ -62,23 +70,50 @@ class GroupManager:
         values["offsets.topic.num.partitions"] = self.num_partitions
         return CoordinatorConfig.from_broker_config(values)
 
-    def startup(self) -> None:
-        """Create `__consumer_offsets` if needed, then load every partition this broker leads."""
+    async def startup(self) -> None:
+        """Single node: create `__consumer_offsets` now (shards load as its partitions get
+        their leader). A ZooKeeper cluster creates it on the first FindCoordinator."""
         broker = self.broker
-        topic = broker.topics.get(OFFSETS_TOPIC)
-        if topic is None:
-            rf = min(int(broker.config.get("offsets.topic.replication.factor")), len(broker.admin.live_brokers()))
-            configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
-            topic = broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
-        self.num_partitions = len(topic.partitions)
-        t0 = time.monotonic()
-        loaded = 0
-        for index in sorted(topic.partitions):
-            partition = broker.replicas.get(OFFSETS_TOPIC, index)
-            if partition is not None:
-                loaded += self._load(partition)
-        log.info("Loaded %d group records from %d partitions of %s in %.0f ms", loaded, len(self.shards),
-                 OFFSETS_TOPIC, (time.monotonic() - t0) * 1000)
+        if broker.zk_mode or OFFSETS_TOPIC in broker.topics:
+            return
+        self.ensure_topic(cap_to_live=True)
+        await broker.cluster.wait_until(lambda: broker.cluster.topic_ready(OFFSETS_TOPIC), 30)
+
+    def ensure_topic(self, cap_to_live: bool = False) -> bool:
+        """True if `__consumer_offsets` exists; else create it when enough brokers are alive."""
+        broker = self.broker
+        if OFFSETS_TOPIC in broker.topics:
+            return True
+        rf = int(broker.config.get("offsets.topic.replication.factor"))
+        live = len(broker.admin.live_brokers())
+        if cap_to_live:
+            rf = min(rf, live)
+        elif live < rf:
+            log.warning("Cannot create %s yet: offsets.topic.replication.factor=%d but %d brokers are alive",
+                        OFFSETS_TOPIC, rf, live)
+            return False
+        configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
+        try:
+            broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                log.warning("Could not create %s: %s", OFFSETS_TOPIC, e.message)
+        return False
+
+    def on_role(self, partition: Partition) -> None:
+        """Leadership of an offsets partition changed: load its shard or drop it."""
+        index = partition.index
+        if partition.is_leader and index not in self.shards:
+            t0 = time.monotonic()
+            n = self._load(partition)
+            log.info("Coordinating groups of %s-%d: loaded %d records in %.0f ms", OFFSETS_TOPIC, index, n,
+                     (time.monotonic() - t0) * 1000)
+        elif not partition.is_leader and index in self.shards:
+            del self.shards[index]
+            timer = self.timers.pop(index, None)
+            if timer is not None:
+                timer.cancel()
+            log.info("No longer coordinating groups of %s-%d", OFFSETS_TOPIC, index)
 
     def _load(self, partition: Partition) -> int:
         shard = GroupCoordinatorShard(partition.index, self.config(), now_ms, topic_exists=self._topic_exists,
@@ -134,13 +169,21 @@ class GroupManager:
         return self.shards.get(self.partition_of(group_id))
 
     def coordinator_for(self, group_id: str, listener: str) -> tuple[int, str, int] | None:
-        if self.partition_of(group_id) not in self.shards:
+        broker = self.broker
+        if not self.ensure_topic(cap_to_live=not broker.zk_mode):
             return None
-        endpoints = self.broker.endpoints(listener)
-        if not endpoints:
+        index = self.partition_of(group_id)
+        if index in self.shards:
+            endpoints = broker.endpoints(listener)
+            if not endpoints:
+                return None
+            node_id, host, port, _ = endpoints[0]
+            return node_id, host, port
+        state = broker.cluster.state(OFFSETS_TOPIC, index)
+        if state is None or state.leader < 0 or state.leader == broker.node_id:
             return None
-        node_id, host, port, _ = endpoints[0]
-        return node_id, host, port
+        ep = broker.cluster.endpoint(state.leader, listener)
+        return None if ep is None else (state.leader, ep[0], ep[1])
 
     # -- after every operation ------------------------------------------------------------------
 
@@ -153,8 +196,8 @@ class GroupManager:
 
     def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-        if partition is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC}-{index} is not hosted here")
+        if partition is None or not partition.is_leader:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
         ts = now_ms()
         buf = bytearray(build_batch([(k, v, [], ts) for k, v in records]))
         outcome = partition.append(buf, scan_batches(buf), log_append_time=False)

@@ -315,7 +315,11 @@ class Listener:
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
-        self.loop.add_reader(sock.fileno(), self._on_accept)
+
+    def serve(self) -> None:
+        """Start accepting: connections made since start() waited in the backlog."""
+        assert self.sock is not None
+        self.loop.add_reader(self.sock.fileno(), self._on_accept)
 
     def _on_accept(self) -> None:
         assert self.sock is not None

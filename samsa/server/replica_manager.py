@@ -1,11 +1,18 @@
-"""The partitions this broker hosts: append, read, and waking long-poll fetches.
+"""The partitions this broker hosts: roles, append, the high watermark, waking waiters.
 
-A `Partition` owns its `Log` and the producer-state window used for idempotence. Appends come
-in as the Produce request's own bytes (a bytearray we may rewrite in place): the header of
-every batch was validated by the handler, the log assigns offsets, and every fetch waiting on
-this partition is woken. Single-node today: this broker leads every partition it hosts, so the
-high watermark is the log end offset. Replication (followers, ISR, leader epochs) arrives with
-the cluster issue and slots in here.
+A `Partition` owns its `Log`, its producer-state window (idempotence) and its role, taken from
+the partition's state in the metadata store (`apply_state`): leader, follower, or neither
+(offline, or fenced after this broker lost its ZooKeeper session).
+
+As leader it appends producer batches stamped with its leader epoch, tracks what each
+follower has from their fetches (`update_follower`), moves the high watermark to the minimum
+log end offset over the ISR, and proposes ISR changes (a follower that falls more than
+`replica.lag.time.max.ms` behind leaves; one that catches up re-joins) through `isr_writer`,
+which writes them to the store with compare-and-set, so a deposed leader cannot.
+
+As follower it appends what the replica fetcher brings (offsets and epochs as the leader
+wrote them) and takes the leader's high watermark. Consumers and acks=all producers wait on
+`waiters`, woken when the log grows or the high watermark moves.
 """
 
 from __future__ import annotations
@@ -16,11 +23,27 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from samsa.controller.decisions import FollowerState, can_join_isr, new_high_watermark, out_of_sync_replicas
+from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.producer_state import Duplicate, ProducerStateManager, SequenceError
 from samsa.storage.errors import StorageError
 from samsa.storage.log import Log
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class FollowerInfo:
+    """What the leader knows of one follower (Kafka's Replica state)."""
+
+    leo: int = -1  # unknown until it fetches from this leader
+    last_caught_up_ms: int = 0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: int = 0
 
 
 @dataclass
@@ -33,14 +56,28 @@ class AppendOutcome:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, node_id: int = 0) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = log
-        self.leader_epoch = 0
+        self.node_id = node_id
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.is_leader = False
+        self.replicas: list[int] = []
+        self.isr: list[int] = []
+        self.state_version = -1  # the store version of the state this role came from
+        self.controller_epoch = 0
+        self.hw = 0
+        self.followers: dict[int, FollowerInfo] = {}
+        self.pending_isr: list[int] | None = None
+        self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
         self.producers = ProducerStateManager()
         self.waiters: list[Callable[[], None]] = []
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.index}"
 
     def load_producer_state(self, tail_bytes: int = 4 << 20) -> int:
         """Rebuild the idempotence window from the batch headers at the tail of the log.
@@ -68,7 +105,119 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        return self.hw
+
+    # -- roles -----------------------------------------------------------------------------------
+
+    def apply_state(self, state: PartitionState, replicas: list[int]) -> str | None:
+        """Take the role `state` gives this broker. Returns "leader"/"follower" when the role
+        or leader epoch changed (the caller starts or stops fetching), else None."""
+        if state.version < self.state_version and state.leader_epoch <= self.leader_epoch:
+            return None
+        changed = state.leader_epoch != self.leader_epoch or state.leader != self.leader_id
+        self.state_version = state.version
+        self.controller_epoch = state.controller_epoch
+        self.replicas = list(replicas)
+        self.isr = list(state.isr)
+        self.pending_isr = None
+        if state.leader == self.node_id:
+            if changed or not self.is_leader:
+                self._become_leader(state)
+                self.wake()
+                return "leader"
+            self.followers = {r: self.followers.get(r, FollowerInfo()) for r in self.replicas if r != self.node_id}
+            self.maybe_increment_hw()
+            return None
+        was_leader = self.is_leader
+        self.is_leader = False
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.followers = {}
+        if changed or was_leader:
+            self.wake()
+            return "follower"
+        return None
+
+    def _become_leader(self, state: PartitionState) -> None:
+        self.is_leader = True
+        self.leader_id = self.node_id
+        self.leader_epoch = state.leader_epoch
+        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        now = now_ms()
+        self.followers = {r: FollowerInfo(last_caught_up_ms=now if r in self.isr else 0)
+                          for r in self.replicas if r != self.node_id}
+        self.maybe_increment_hw()
+
+    def fence(self) -> None:
+        """Stop acting as leader or follower (ZooKeeper session lost): nothing is served until
+        the store says again what this broker's role is."""
+        self.is_leader = False
+        self.leader_id = -1
+        self.state_version = -1
+        self.followers = {}
+        self.wake()
+
+    # -- leader: followers, ISR, high watermark -------------------------------------------------
+
+    def check_leader(self, current_leader_epoch: int = -1) -> None:
+        if not self.is_leader:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.node_id} does not lead {self}")
+        if current_leader_epoch >= 0:
+            if current_leader_epoch < self.leader_epoch:
+                raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+            if current_leader_epoch > self.leader_epoch:
+                raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+
+    def update_follower(self, replica_id: int, fetch_offset: int, live: Callable[[int], bool]) -> None:
+        """A follower fetched from `fetch_offset`: it has everything below it (Kafka's
+        updateFollowerFetchState), so it may re-join the ISR and the HW may move."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            return
+        now = now_ms()
+        leo = self.log.log_end_offset
+        if fetch_offset >= leo:
+            f.last_caught_up_ms = now
+        elif fetch_offset >= f.last_fetch_leader_leo:
+            f.last_caught_up_ms = max(f.last_caught_up_ms, f.last_fetch_ms)
+        f.last_fetch_leader_leo = leo
+        f.last_fetch_ms = now
+        f.leo = fetch_offset
+        if replica_id not in self.isr and self.pending_isr is None and live(replica_id):
+            entry = self.log.leader_epochs.latest_entry()
+            start = entry.start_offset if entry is not None and entry.epoch == self.leader_epoch else None
+            if can_join_isr(fetch_offset, self.hw, start):
+                self.propose_isr(self.isr + [replica_id])
+        self.maybe_increment_hw()
+
+    def out_of_sync(self, lag_ms: int) -> set[int]:
+        if not self.is_leader:
+            return set()
+        follower_state = {r: FollowerState(f.leo, f.last_caught_up_ms) for r, f in self.followers.items()}
+        return out_of_sync_replicas(self.node_id, self.isr, follower_state, self.log.log_end_offset,
+                                    now_ms(), lag_ms)
+
+    def propose_isr(self, isr: list[int]) -> bool:
+        if self.isr_writer is None:
+            return False
+        return self.isr_writer(self, isr)
+
+    def maybe_increment_hw(self) -> bool:
+        if not self.is_leader:
+            return False
+        leo_of = {r: f.leo for r, f in self.followers.items() if f.leo >= 0}
+        hw = new_high_watermark(self.hw, self.log.log_end_offset, self.isr, leo_of, leader=self.node_id)
+        hw = min(hw, self.log.log_end_offset)
+        if hw != self.hw:
+            self.hw = hw
+            self.wake()
+            return True
+        return False
+
+    def set_follower_hw(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw != self.hw:
+            self.hw = hw
 
     @property
     def log_start_offset(self) -> int:
@@ -85,9 +234,9 @@ class Partition:
                 return AppendOutcome(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, message="duplicate batch in a multi-batch request")
             except SequenceError as e:
                 return AppendOutcome(e.code, message=str(e))
-        now_ms = int(time.time() * 1000)
         try:
-            result = self.log.append(buf, headers, now_ms=now_ms, log_append_time=log_append_time)
+            result = self.log.append(buf, headers, now_ms=now_ms(), log_append_time=log_append_time,
+                                     leader_epoch=max(self.leader_epoch, 0))
         except StorageError as e:
             code = ErrorCode[e.kafka_error] if e.kafka_error else ErrorCode.KAFKA_STORAGE_ERROR
             return AppendOutcome(code, message=str(e))
@@ -96,8 +245,23 @@ class Partition:
             if h.producer_id >= 0:
                 self.producers.record(h, offset)
             offset += h.last_offset_delta + 1
-        self.wake()
+        if not self.maybe_increment_hw():
+            self.wake()
         return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
+
+    def append_replicated(self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
+        """Follower append: the leader's batches as they are; producer state follows them so
+        this replica can lead with the idempotence window intact."""
+        self.log.append_as_follower(buf, headers, now_ms=now_ms())
+        for _, h in headers:
+            if h.producer_id >= 0:
+                self.producers.record(h, h.base_offset)
+
+    def reload_producer_state(self) -> None:
+        """After truncation the window may name batches that are gone: rebuild it from the log."""
+        self.producers = ProducerStateManager()
+        if self.log.log_end_offset > self.log.log_start_offset:
+            self.load_producer_state()
 
     def wake(self) -> None:
         if self.waiters:
@@ -122,11 +286,20 @@ class ReplicaManager:
     def add(self, p: Partition) -> None:
         self.partitions[(p.topic, p.index)] = p
 
+    def remove(self, topic: str, index: int) -> Partition | None:
+        p = self.partitions.pop((topic, index), None)
+        if p is not None:
+            p.fence()
+        return p
+
+    def leaders(self) -> list[Partition]:
+        return [p for p in self.partitions.values() if p.is_leader]
+
     def remove_topic(self, topic: str) -> list[Partition]:
         gone = [p for (t, _), p in self.partitions.items() if t == topic]
         for p in gone:
             del self.partitions[(p.topic, p.index)]
-            p.wake()
+            p.fence()
         return gone
 
 
@@ -155,3 +328,4 @@ def wait_for_any(loop: asyncio.AbstractEventLoop, partitions: list[Partition], t
 
     fut.add_done_callback(cleanup)
     return fut
+

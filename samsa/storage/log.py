@@ -11,6 +11,12 @@ in Kafka: clients drop it). Deleted segments are renamed `.deleted` and their fd
 until file.delete.delay.ms has passed at a later retention pass, so an in-flight sendfile
 never reads a recycled descriptor.
 
+The leader epoch cache (leader_epoch.py, `leader-epoch-checkpoint`) follows the log: appends
+assign an entry when the epoch changes (before the data is written), truncation trims it
+from the end, a rising log start offset from the start. When a log is opened the cache is
+cut back to the log's range, and rebuilt from the batch headers if its file was missing or
+unreadable.
+
 On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py); loading and
 recovery live in loader.py.
 """
@@ -23,7 +29,7 @@ import shutil
 import time
 import uuid
 from bisect import bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,6 +40,7 @@ from samsa.protocol.batch import (
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from samsa.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import (
     OffsetOutOfRange,
@@ -42,6 +49,7 @@ from samsa.storage.errors import (
     StorageError,
     UnexpectedAppendOffset,
 )
+from samsa.storage.leader_epoch import LeaderEpochCache, epoch_starts
 from samsa.storage.loader import load_log, new_segment
 from samsa.storage.segment import INT32_MAX, LogSegment
 
@@ -82,6 +90,8 @@ class Log:
         self._dir_dirty = False
         self._closed = False
         self.last_flush_ms = self._now_ms()
+        self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
+        self._reconcile_leader_epochs()
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
@@ -133,6 +143,20 @@ class Log:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")
 
+    def _reconcile_leader_epochs(self) -> None:
+        """Make the epoch cache match the loaded log: rebuilt from the batch headers when its
+        checkpoint was missing or unreadable, else cut to [log start, log end)."""
+        cache = self.leader_epochs
+        if cache.needs_rebuild and self._leo > self._segments[0].base_offset:
+            cache.rebuild(self._scan_epoch_starts())
+            log.info("Rebuilt the leader epoch cache of %s from its batches: %s", self.name, cache.entries())
+        cache.truncate_from_start(self._lso)
+        cache.truncate_from_end(self._leo)
+
+    def _scan_epoch_starts(self) -> Iterator[tuple[int, int]]:
+        for seg in self._segments:
+            yield from epoch_starts(seg.fd, 0, seg.size)
+
     def update_config(self, config: LogConfig) -> None:
         self.config = config
         for seg in self._segments:
@@ -147,7 +171,8 @@ class Log:
 
         `headers` are the (position in buf, header) pairs of the validated batches, which must
         cover buf back to back. With `log_append_time`, each batch is stamped with now (and
-        its CRC re-sealed); with `leader_epoch`, partitionLeaderEpoch is set.
+        its CRC re-sealed); with `leader_epoch`, partitionLeaderEpoch is set and, if it is
+        new, recorded in the leader epoch cache as starting at the first offset.
         """
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
@@ -170,18 +195,26 @@ class Log:
                 max_ts, offset_of_max = ts, last
             batches.append((pos, last, ts, size))
             offset = last + 1
+        if leader_epoch is not None and leader_epoch >= 0:
+            self.leader_epochs.assign(leader_epoch, first)
         self._write(buf, batches, offset, now)
         return AppendResult(first, offset - 1, now if log_append_time else -1, max_ts, offset_of_max)
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
                            now_ms: int | None = None) -> AppendResult:
-        """Replica append: offsets are already set; the first must be the log end offset."""
+        """Replica append: offsets are already set; the first must be the log end offset.
+
+        Each batch's partitionLeaderEpoch that differs from the one before it (and is not -1)
+        goes into the leader epoch cache at the batch's base offset.
+        """
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
         self._check_sizes(buf, headers, None)
         expected = self._leo
         max_ts, offset_of_max = -1, -1
         batches: list[tuple[int, int, int, int]] = []
+        epoch = self.leader_epochs.latest_epoch()
+        new_epochs: list[tuple[int, int]] = []
         for pos, h in headers:
             if (h.base_offset != expected) if not batches else (h.base_offset < expected):
                 raise UnexpectedAppendOffset(
@@ -189,8 +222,13 @@ class Log:
             last = h.last_offset
             if h.max_timestamp > max_ts:
                 max_ts, offset_of_max = h.max_timestamp, last
+            if h.partition_leader_epoch != epoch and h.partition_leader_epoch >= 0:
+                epoch = h.partition_leader_epoch
+                new_epochs.append((epoch, h.base_offset))
             batches.append((pos, last, h.max_timestamp, h.size))
             expected = last + 1
+        for new_epoch, start in new_epochs:
+            self.leader_epochs.assign(new_epoch, start)
         self._write(buf, batches, expected, now)
         return AppendResult(headers[0][1].base_offset, expected - 1, -1, max_ts, offset_of_max)
 
@@ -345,6 +383,7 @@ class Log:
             raise OffsetOutOfRange(f"{self.name}: cannot delete records before {offset} (log end {self._leo})")
         if offset > self._lso:
             self._lso = offset
+            self.leader_epochs.truncate_from_start(offset)
             self._delete_start_offset_breached(self._now_ms(), self._leo)
         return self._lso
 
@@ -372,7 +411,9 @@ class Log:
         if len(doomed) == n:
             self.roll(now)
         self._remove_segments(doomed, now, reason)
-        self._lso = max(self._lso, self._bases[0])
+        if self._bases[0] > self._lso:
+            self._lso = self._bases[0]
+            self.leader_epochs.truncate_from_start(self._lso)
         return len(doomed)
 
     def _remove_segments(self, doomed: list[LogSegment], now: int, reason: str) -> None:
@@ -412,6 +453,7 @@ class Log:
         cut = self._segments[-1].truncate_to(offset)
         new_leo = offset if cut is None else cut
         log.info("Truncated %s to offset %d (log end offset was %d)", self.name, new_leo, self._leo)
+        self.leader_epochs.truncate_from_end(new_leo)
         self._leo = new_leo
         self._lso = min(self._lso, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
@@ -426,6 +468,7 @@ class Log:
         self._segments = [seg]
         self._bases = [offset]
         self._leo = self._lso = self._recovery_point = offset
+        self.leader_epochs.clear()
 
     # -- flush, close, delete ------------------------------------------------------------
 

@@ -16,8 +16,8 @@ ALLOWED = {
     "metadata": set(),
     "coordinator": {"protocol"},
     "controller": {"protocol", "metadata"},
-    "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator"},
-    "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator"},
+    "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator", "controller"},
+    "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator", "controller"},
 }
 
 

@@ -1,0 +1,314 @@
+"""Followers: one fetcher per leader broker copies the leader's log, batch for batch.
+
+How it works (Kafka's ReplicaFetcherThread, as one asyncio task per leader): the fetcher
+keeps one connection to the leader and, for the partitions it follows there, loops:
+
+1. Truncate. A partition that just became a follower (new leader or new leader epoch) asks
+   the leader with OffsetForLeaderEpoch where its own latest epoch ends on the leader, and
+   truncates its log there, so records a deposed leader wrote but never replicated are
+   dropped rather than kept (KIP-101/KIP-279). Without an epoch it truncates to its high
+   watermark.
+2. Fetch with `replica_id` = this broker, from each log end offset. The leader learns from
+   that offset what the follower has (ISR, high watermark) and answers with record batches
+   up to its own log end offset; they are appended as they are (offsets and leader epochs
+   set by the leader), the follower's high watermark becomes min(leader HW, its LEO), and
+   its log start offset follows the leader's.
+
+Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_* pause the partition briefly
+(the store will say who leads now); OFFSET_OUT_OF_RANGE below the leader's log start restarts
+the log there, above it truncates again; a broken connection reconnects with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import decode_response, encode_request
+from samsa.protocol.records import InvalidRecords, scan_batches
+from samsa.server.replica_manager import Partition
+from samsa.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from samsa.server.broker import Broker
+
+log = logging.getLogger("samsa.replication")
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+PAUSE_S = 0.2
+RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID}
+
+
+@dataclass(eq=False)
+class Followed:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    paused_until: float = 0.0
+
+
+class LeaderGone(Exception):
+    pass
+
+
+class Connection:
+    """One request at a time over an asyncio stream, with our own codecs."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        self.reader, self.writer, self.client_id = reader, writer, client_id
+        self.correlation_id = 0
+
+    async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
+        self.correlation_id += 1
+        self.writer.write(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
+        head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
+        (size,) = struct.unpack(">i", head)
+        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        cid, msg = decode_response(api_key, version, frame)
+        if cid != self.correlation_id:
+            raise ConnectionError(f"response {cid} to request {self.correlation_id}")
+        return msg
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class LeaderFetcher:
+    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.parts: dict[tuple[str, int], Followed] = {}
+        self.changed = asyncio.Event()
+        self.stopped = False
+        self.task = manager.broker.loop.create_task(self.run(), name=f"fetcher-{leader_id}")
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.task.cancel()
+
+    async def run(self) -> None:
+        backoff = 0.05
+        while not self.stopped:
+            if not self.parts:
+                self.changed.clear()
+                await self.changed.wait()
+                continue
+            conn = await self._connect()
+            if conn is None:
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            backoff = 0.05
+            try:
+                while not self.stopped and self.parts:
+                    await self._truncate(conn)
+                    if not await self._fetch(conn):
+                        self.changed.clear()
+                        try:
+                            await asyncio.wait_for(self.changed.wait(), PAUSE_S)
+                        except asyncio.TimeoutError:
+                            pass
+            except (OSError, EOFError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                log.info("Replica fetcher to broker %d: %s; reconnecting", self.leader_id, type(e).__name__)
+                await asyncio.sleep(backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Replica fetcher to broker %d failed; restarting it", self.leader_id)
+                await asyncio.sleep(1.0)
+            finally:
+                conn.close()
+
+    async def _connect(self) -> Connection | None:
+        ep = self.manager.endpoint(self.leader_id)
+        if ep is None:
+            return None
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*ep), 5)
+        except (OSError, asyncio.TimeoutError):
+            return None
+        return Connection(reader, writer, f"samsa-replica-fetcher-{self.manager.broker.node_id}")
+
+    # -- truncation ---------------------------------------------------------------------------
+
+    async def _truncate(self, conn: Connection) -> None:
+        todo = [f for f in self.parts.values() if f.truncating and f.paused_until <= time.monotonic()]
+        if not todo:
+            return
+        asks: dict[str, list[dict[str, int]]] = {}
+        for f in todo:
+            p = f.partition
+            latest = p.log.leader_epochs.latest_epoch()
+            if latest is None:
+                self._truncate_to(f, p.hw, "no leader epoch")
+                continue
+            asks.setdefault(p.topic, []).append(
+                {"partition": p.index, "current_leader_epoch": f.leader_epoch, "leader_epoch": latest})
+        if not asks:
+            return
+        body = {"replica_id": self.manager.broker.node_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in asks.items()]}
+        resp = await conn.request(23, EPOCH_VERSION, body, self.manager.timeout_s)
+        for t in resp.topics:
+            for r in t.partitions:
+                f = self.parts.get((t.topic, r.partition))
+                if f is None or not f.truncating:
+                    continue
+                code = ErrorCode(r.error_code)
+                if code != ErrorCode.NONE:
+                    f.paused_until = time.monotonic() + PAUSE_S
+                    continue
+                p = f.partition
+                leo = p.log.log_end_offset
+                mine = p.log.leader_epochs.latest_epoch()
+                if r.end_offset < 0:
+                    target = min(p.hw, leo)
+                elif r.leader_epoch == mine:
+                    target = min(r.end_offset, leo)
+                else:
+                    _, own_end = p.log.leader_epochs.end_offset_for(r.leader_epoch, leo)
+                    target = r.end_offset if own_end < 0 else min(r.end_offset, own_end)
+                self._truncate_to(f, target, f"leader epoch {r.leader_epoch} ends at {r.end_offset} on the leader")
+
+    def _truncate_to(self, f: Followed, offset: int, why: str) -> None:
+        p = f.partition
+        f.truncating = False
+        if offset >= p.log.log_end_offset:
+            return
+        log.info("Truncating %s from %d to %d (%s)", p, p.log.log_end_offset, offset, why)
+        if p.log.truncate_to(max(offset, 0)):
+            p.reload_producer_state()
+        p.hw = min(p.hw, p.log.log_end_offset)
+
+    # -- fetch --------------------------------------------------------------------------------
+
+    async def _fetch(self, conn: Connection) -> bool:
+        """One fetch round; False when there was nothing to fetch for (all paused/truncating)."""
+        now = time.monotonic()
+        ready = [f for f in self.parts.values() if not f.truncating and f.paused_until <= now]
+        if not ready:
+            return False
+        cfg = self.manager.broker.config
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for f in ready:
+            p = f.partition
+            by_topic.setdefault(p.topic, []).append({
+                "partition": p.index, "current_leader_epoch": f.leader_epoch,
+                "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": p.log.log_start_offset,
+                "partition_max_bytes": int(cfg.get("replica.fetch.max.bytes")),
+            })
+        body = {"replica_id": self.manager.broker.node_id, "max_wait": self.manager.max_wait_ms,
+                "min_bytes": 1, "max_bytes": int(cfg.get("replica.fetch.response.max.bytes")),
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+        resp = await conn.request(1, FETCH_VERSION, body, self.manager.timeout_s + self.manager.max_wait_ms / 1000)
+        if resp.error_code:
+            log.warning("Fetch from broker %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
+            for f in ready:
+                f.paused_until = time.monotonic() + PAUSE_S
+            return True
+        for t in resp.responses:
+            for r in t.partitions:
+                f = self.parts.get((t.topic, r.partition_index))
+                if f is not None and f in ready:
+                    self._apply(f, r)
+        return True
+
+    def _apply(self, f: Followed, r: Any) -> None:
+        p = f.partition
+        code = ErrorCode(r.error_code)
+        if code == ErrorCode.NONE:
+            data = r.records
+            if data:
+                self._append(f, data)
+            p.set_follower_hw(r.high_watermark)
+            if r.log_start_offset > p.log.log_start_offset:
+                try:
+                    p.log.delete_records_before(min(r.log_start_offset, p.log.log_end_offset))
+                except StorageError as e:
+                    log.warning("%s: could not move the log start offset to %d: %s", p, r.log_start_offset, e)
+            p.wake()
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if p.log.log_end_offset < r.log_start_offset:
+                log.info("%s: the leader's log starts at %d, past ours (%d); restarting the log there",
+                         p, r.log_start_offset, p.log.log_end_offset)
+                p.log.truncate_fully_and_start_at(r.log_start_offset)
+                p.reload_producer_state()
+                p.hw = p.log.log_end_offset
+            else:
+                f.truncating = True
+        elif code in RETRIABLE:
+            f.paused_until = time.monotonic() + PAUSE_S
+        else:
+            log.warning("%s: fetch from broker %d failed with %s", p, self.leader_id, code.name)
+            f.paused_until = time.monotonic() + 1.0
+
+    def _append(self, f: Followed, data: Any) -> None:
+        p = f.partition
+        buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+        try:
+            headers = scan_batches(buf, verify_crc=True, allow_partial_tail=True)
+        except InvalidRecords as e:
+            log.warning("%s: corrupt batch from broker %d (%s); fetching again", p, self.leader_id, e)
+            f.paused_until = time.monotonic() + PAUSE_S
+            return
+        if not headers:
+            return
+        last_pos, last = headers[-1]
+        end = last_pos + last.size
+        try:
+            p.append_replicated(memoryview(buf)[:end], headers)
+        except StorageError as e:
+            log.warning("%s: follower append failed (%s); truncating again", p, e)
+            f.truncating = True
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.fetchers: dict[int, LeaderFetcher] = {}
+        self.following: dict[tuple[str, int], int] = {}
+        self.max_wait_ms = int(broker.config.get("replica.fetch.wait.max.ms"))
+        self.timeout_s = max(int(broker.config.get("replica.socket.timeout.ms")) / 1000, 1.0)
+
+    def endpoint(self, leader_id: int) -> tuple[str, int] | None:
+        return self.broker.cluster.endpoint(leader_id, self.broker.inter_broker_listener)
+
+    def follow(self, p: Partition, leader_id: int, leader_epoch: int) -> None:
+        key = (p.topic, p.index)
+        self.unfollow(p)
+        if leader_id < 0:
+            return
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None or fetcher.stopped:
+            fetcher = self.fetchers[leader_id] = LeaderFetcher(self, leader_id)
+        fetcher.parts[key] = Followed(p, leader_epoch)
+        fetcher.changed.set()
+        self.following[key] = leader_id
+
+    def unfollow(self, p: Partition) -> None:
+        key = (p.topic, p.index)
+        leader = self.following.pop(key, None)
+        if leader is None:
+            return
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None:
+            fetcher.parts.pop(key, None)
+            if not fetcher.parts:
+                fetcher.stop()
+                del self.fetchers[leader]
+
+    def shutdown(self) -> None:
+        for f in self.fetchers.values():
+            f.stop()
+        self.fetchers.clear()
+        self.following.clear()
