@@ -3,6 +3,13 @@
 Flags, checks and output follow Kafka's `TopicCommand`: `--topic` is a regular expression for
 everything but `--create`; `--describe` prints one `Topic:` line (with the non-default configs)
 and one tab-separated line per partition; `--alter` and `--delete` print nothing on success.
+
+`--describe` with `--under-replicated-partitions`, `--unavailable-partitions`,
+`--under-min-isr-partitions` or `--at-min-isr-partitions` prints only the partition lines that
+match any of the given filters (no `Topic:` lines). Partitions being reassigned show their
+adding and removing replicas, and count only their target replicas towards the replication
+factor (the reassignments are asked of the controller; when that fails, as with a broker
+without the API, partitions are described without them, as Kafka's tool does).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, New
 
 from samsa.cli import client as cl
 from samsa.cli.common import ArgumentParser, CliError
+from samsa.cli.controller_client import ControllerClient
 
 _ACTIONS = ("create", "list", "alter", "describe", "delete")
 _REPORTS = (
@@ -175,7 +183,7 @@ def run(argv: list[str]) -> int:
     errors = cl.ClientErrors()
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
-    service = _TopicService(admin, md, errors.timeout)
+    service = _TopicService(admin, md, errors.timeout, props)
     if a.create:
         service.create_topic(a)
     elif a.list:
@@ -234,11 +242,16 @@ def _error_text(err: KafkaError, topic: str) -> str:
     return cl.error_message(err)
 
 
+# A partition's ongoing reassignment: (replicas, adding, removing).
+Reassignment = tuple[list[int], list[int], list[int]]
+
+
 class _TopicService:
-    def __init__(self, admin: AdminClient, md: Any, timeout: float) -> None:
+    def __init__(self, admin: AdminClient, md: Any, timeout: float, props: dict[str, str] | None = None) -> None:
         self.admin = admin
         self.md = md
         self.timeout = timeout
+        self.props = props or {}
 
     def _wait(self, fut: Any, topic: str, what: str) -> Any:
         try:
@@ -268,7 +281,9 @@ class _TopicService:
                 "could collide. To avoid issues it is best to use either, but not both."
             )
         if a.replica_assignment:
-            new = NewTopic(topic, replica_assignment=parse_replica_assignment(a.replica_assignment), config=configs)
+            assignment = parse_replica_assignment(a.replica_assignment)
+            # librdkafka wants the partition count alongside an explicit assignment.
+            new = NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment, config=configs)
         else:
             new = NewTopic(
                 topic,
@@ -351,6 +366,7 @@ class _TopicService:
         configs = {res.name: self._wait(fut, res.name, "topic configs") for res, fut in config_futures.items()}
         live = set(self.md.brokers)
         describe_configs = not any(getattr(a, r) for r in _REPORTS)
+        reassignments = {} if a.topics_with_overrides else self._reassignments(described)
         out: list[str] = []
         for name in found:
             if name not in described:
@@ -360,23 +376,38 @@ class _TopicService:
             # Kafka lists every entry whose source is not DEFAULT_CONFIG (static broker settings too).
             overrides = [e for e in entries if cl.source_id(e.source) != ConfigSource.DEFAULT_CONFIG.value]
             if describe_configs and (not a.topics_with_overrides or overrides) and partitions:
+                first = partitions[0]
+                rf = replication_factor(first[2], reassignments.get((name, first[0])))
                 line = f"Topic: {name}"
                 if topic_id:
                     line += f"\tTopicId: {topic_id}"
-                line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {len(partitions[0][2])}"
+                line += f"\tPartitionCount: {len(partitions)}\tReplicationFactor: {rf}"
                 line += "\tConfigs: " + ",".join(f"{e.name}={_value(e.value)}" for e in overrides)
                 out.append(line)
             if a.topics_with_overrides:
                 continue
             min_isr = _min_isr(configs.get(name, {}))
             for pid, leader, replicas, isr in partitions:
-                if describe_configs or _selected(a, leader, replicas, isr, live, min_isr):
-                    out.append(
-                        f"\tTopic: {name}\tPartition: {pid}\tLeader: {leader if leader is not None else 'none'}"
-                        f"\tReplicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"
-                    )
+                moving = reassignments.get((name, pid))
+                if describe_configs or _selected(a, leader, replicas, isr, live, min_isr, moving):
+                    out.append(partition_line(name, pid, leader, replicas, isr, moving))
         if out:
             print("\n".join(out))
+
+    def _reassignments(
+        self, described: dict[str, tuple[str | None, list[tuple[int, int | None, list[int], list[int]]]]]
+    ) -> dict[tuple[str, int], Reassignment]:
+        """The described partitions' ongoing reassignments, from the controller; {} when it
+        cannot say (Kafka's tool also describes without them then)."""
+        wanted = [(name, part[0]) for name, (_, parts) in described.items() for part in parts]
+        if not wanted:
+            return {}
+        try:
+            return ControllerClient(self.admin, self.props, min(self.timeout, 5.0)).list_reassignments(
+                wanted, retry=False
+            )
+        except CliError:
+            return {}
 
     def _topics_by_id(self, topic_id: str, exclude_internal: bool) -> list[str]:
         names = self.topics(None, exclude_internal)
@@ -411,7 +442,7 @@ class _TopicService:
             if tm is None:
                 continue
             parts = sorted(
-                (p.id, p.leader if p.leader >= 0 else None, list(p.replicas), list(p.isrs))
+                (p.id, metadata_leader(p.leader, p.error), list(p.replicas), list(p.isrs))
                 for p in tm.partitions.values()
             )
             out[name] = (None, parts)
@@ -442,10 +473,55 @@ def _min_isr(entries: dict[str, Any]) -> int:
         return 1
 
 
+def metadata_leader(leader: int, error: Any) -> int | None:
+    """A Metadata partition's leader: None when it has none (-1, or LEADER_NOT_AVAILABLE)."""
+    if leader < 0:
+        return None
+    if error is not None and getattr(error, "code", lambda: None)() == KafkaError.LEADER_NOT_AVAILABLE:
+        return None
+    return leader
+
+
+def replication_factor(replicas: list[int], reassignment: Reassignment | None) -> int:
+    """A partition's replication factor: its replicas, less those a reassignment is adding."""
+    if reassignment is None:
+        return len(replicas)
+    adding = set(reassignment[1])
+    return len([r for r in replicas if r not in adding])
+
+
+def partition_line(
+    topic: str,
+    pid: int,
+    leader: int | None,
+    replicas: list[int],
+    isr: list[int],
+    reassignment: Reassignment | None = None,
+) -> str:
+    line = (
+        f"\tTopic: {topic}\tPartition: {pid}\tLeader: {leader if leader is not None else 'none'}"
+        f"\tReplicas: {','.join(map(str, replicas))}\tIsr: {','.join(map(str, isr))}"
+    )
+    if reassignment is not None:
+        line += f"\tAdding Replicas: {','.join(map(str, reassignment[1]))}"
+        line += f"\tRemoving Replicas: {','.join(map(str, reassignment[2]))}"
+    return line
+
+
 def _selected(
-    a: argparse.Namespace, leader: int | None, replicas: list[int], isr: list[int], live: set[int], min_isr: int
+    a: argparse.Namespace,
+    leader: int | None,
+    replicas: list[int],
+    isr: list[int],
+    live: set[int],
+    min_isr: int,
+    reassignment: Reassignment | None = None,
 ) -> bool:
-    if a.under_replicated_partitions and len(replicas) - len(isr) > 0:
+    """Whether a partition passes any of the given --describe filters (Kafka's rules):
+    under-replicated — fewer in-sync replicas than the replication factor; unavailable — no
+    leader, or a leader that is not a live broker; under min ISR — no leader, or fewer in-sync
+    replicas than min.insync.replicas; at min ISR — exactly min.insync.replicas in sync."""
+    if a.under_replicated_partitions and replication_factor(replicas, reassignment) - len(isr) > 0:
         return True
     if a.unavailable_partitions and (leader is None or leader not in live):
         return True

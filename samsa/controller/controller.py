@@ -48,6 +48,22 @@ from samsa.protocol.errors import ErrorCode
 log = logging.getLogger("samsa.controller")
 
 TP = tuple[str, int]
+
+
+def guarded(fn: Callable[..., None]) -> Callable[..., None]:
+    """An event handler that logs, rather than raises, what goes wrong: a lost ZooKeeper
+    connection is a warning (the event comes again once the watch re-fires)."""
+
+    def run(*args: Any) -> None:
+        try:
+            fn(*args)
+        except StoreError as e:
+            log.warning("Controller event %s not handled: %s", fn.__name__, e)
+        except Exception:
+            log.exception("Controller event %s failed", fn.__name__)
+
+    run.__name__ = fn.__name__
+    return run
 Decide = Callable[[str, int, list[int], "zkdata.PartitionState | None"], "zkdata.PartitionState | None"]
 
 
@@ -219,6 +235,7 @@ class Controller:
 
     # -- events -----------------------------------------------------------------------------------
 
+    @guarded
     def _on_brokers(self, ids: list[str]) -> None:
         if not self.active:
             return
@@ -227,6 +244,9 @@ class Controller:
         self.shutting_down &= new
         if old is None:
             self._elect_offline(self.all_partitions(), "controller failover")
+            gone = {r for a in self.assignments.values() for reps in a.partitions.values() for r in reps} - new
+            if gone:  # brokers that died before this controller took over leave the ISRs too
+                self._on_brokers_dead(gone)
             return
         dead, born = old - new, new - old
         if dead:
@@ -253,6 +273,7 @@ class Controller:
 
         self.update_states(keys, shrink)
 
+    @guarded
     def _on_topics(self, names: list[str]) -> None:
         if not self.active:
             return
@@ -264,6 +285,7 @@ class Controller:
             self._topic_watches[name] = self.store.watch_data(
                 zkdata.topic_path(name), lambda d, v, n=name: self._on_assignment(n, d), loop=self.broker.loop)
 
+    @guarded
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if not self.active or not data:
             return
@@ -280,6 +302,7 @@ class Controller:
                 if st is not None:
                     self.on_partition_state(name, p, st)
 
+    @guarded
     def _on_delete_topics(self, names: list[str]) -> None:
         if not self.active:
             return
@@ -296,6 +319,7 @@ class Controller:
             except StoreError as e:
                 log.warning("Could not delete topic %s yet: %s", name, e)
 
+    @guarded
     def _on_controlled_shutdown(self, ids: list[str]) -> None:
         if not self.active:
             return

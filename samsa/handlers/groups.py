@@ -20,11 +20,16 @@ def client_host(ctx: Any) -> str:
 
 
 def run(ctx: Any, shard: Any, op: Callable[[], Any]) -> Any:
-    """Run a shard operation, then append its records before the answer goes out."""
+    """Run a shard operation, then append its records before the answer goes out (and, with
+    replicas, wait until they have them)."""
+    required = None
     try:
-        return op()
+        result = op()
     finally:
-        ctx.broker.groups.commit(shard)
+        required = ctx.broker.groups.commit(shard)
+    if required is None:
+        return result
+    return ctx.broker.groups.replicated(shard.partition, required, result)
 
 
 def run_delayed(ctx: Any, shard: Any, op: Callable[[Callable[[dict[str, Any]], None]], None]) -> "asyncio.Future[Any]":
@@ -39,7 +44,11 @@ def run_delayed(ctx: Any, shard: Any, op: Callable[[Callable[[dict[str, Any]], N
         if not fut.done():
             fut.set_result(body)
 
-    run(ctx, shard, lambda: op(respond))
+    waiting = run(ctx, shard, lambda: op(respond))
+    if asyncio.iscoroutine(waiting):  # replication of this call's records, then the answer
+        waiting.close()
+        return ctx.broker.groups.replicated(shard.partition, ctx.broker.replicas.get(
+            "__consumer_offsets", shard.partition).log.log_end_offset, fut)
     return fut
 
 

@@ -295,11 +295,23 @@ class Broker:
         if endpoints:
             first = endpoints[0].split("://", 1)[1]
             doc["host"], doc["port"] = first.rsplit(":", 1)[0], int(first.rsplit(":", 1)[1])
-        try:
-            self.store.create(zkdata.broker_path(self.node_id), zkdata.dumps(doc), ephemeral=True)
-        except NodeExists:
-            raise StoreError(f"broker.id {self.node_id} is already registered by a live broker; "
-                             "give every broker its own broker.id") from None
+        path = zkdata.broker_path(self.node_id)
+        deadline = time.monotonic() + int(self.config.get("zookeeper.session.timeout.ms")) / 1000 + 5
+        while True:
+            try:
+                self.store.create(path, zkdata.dumps(doc), ephemeral=True)
+                return
+            except NodeExists:
+                node = self.store.get(path)
+            if node is None:
+                continue
+            theirs = zkdata.loads(node[0]).get("endpoints")
+            if theirs != endpoints or time.monotonic() > deadline:
+                raise StoreError(f"broker.id {self.node_id} is already registered by a live broker "
+                                 f"({', '.join(theirs or [])}); give every broker its own broker.id") from None
+            # Our own registration from before a crash: its ZooKeeper session has not expired yet.
+            log.info("Waiting for the previous session of broker %d to expire in ZooKeeper", self.node_id)
+            time.sleep(0.25)
 
     def _on_session_lost(self) -> None:
         log.warning("ZooKeeper session lost: this broker stops leading and following until it is back")

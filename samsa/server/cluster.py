@@ -55,6 +55,21 @@ class BrokerInfo:
         return cls(node_id, eps, doc.get("rack"))
 
 
+def guarded(fn: Callable[..., None]) -> Callable[..., None]:
+    """A watch callback that logs, rather than raises, a store error or a bug."""
+
+    def run(*args: Any) -> None:
+        try:
+            fn(*args)
+        except StoreError as e:
+            log.warning("Metadata event %s not handled: %s", fn.__name__, e)
+        except Exception:
+            log.exception("Metadata event %s failed", fn.__name__)
+
+    run.__name__ = fn.__name__
+    return run
+
+
 class ClusterView:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
@@ -148,6 +163,7 @@ class ClusterView:
 
     # -- watch callbacks (on the event loop) ------------------------------------------------------
 
+    @guarded
     def _on_broker_ids(self, ids: list[str]) -> None:
         store = self.broker.store
         assert store is not None
@@ -171,6 +187,7 @@ class ClusterView:
         self.broker.on_brokers_changed(old, set(fresh))
         self._changed()
 
+    @guarded
     def _on_controller(self, data: bytes | None, version: int | None) -> None:
         try:
             self.controller_id = int(zkdata.loads(data)["brokerid"]) if data else -1
@@ -179,6 +196,7 @@ class ClusterView:
         self.broker.on_controller_changed(self.controller_id)
         self._changed()
 
+    @guarded
     def _on_topics(self, names: list[str]) -> None:
         store = self.broker.store
         assert store is not None
@@ -202,6 +220,7 @@ class ClusterView:
                 log.warning("could not watch topic %s: %s", name, e)
         self._changed()
 
+    @guarded
     def _on_assignment(self, name: str, data: bytes | None) -> None:
         if not data:
             return
@@ -225,10 +244,12 @@ class ClusterView:
                 log.warning("could not watch %s-%d: %s", name, p, e)
         self._changed()
 
+    @guarded
     def _on_topic_config(self, name: str, data: bytes | None) -> None:
         configs = zkdata.decode_config(data) if data else {}
         self.broker.on_topic_config(name, configs)
 
+    @guarded
     def _on_state(self, key: tuple[str, int], data: bytes | None, version: int | None) -> None:
         if data is None or version is None:
             return

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.messages import (
     RequestHeader,
@@ -71,6 +72,10 @@ class Dispatcher:
         except KafkaError as e:
             log.info("request api %d v%d from %s failed: %s", api_key, version, conn.peer_str, e)
             result = {"error_code": int(e.code), "error_message": e.message}
+        except StoreError as e:
+            # The metadata store (ZooKeeper) is unreachable: refuse what needs it, keep serving the rest.
+            log.warning("request api %d v%d from %s needs the metadata store: %s", api_key, version, conn.peer_str, e)
+            result = {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": f"metadata store unavailable: {e}"}
         except Exception:
             log.exception("internal error handling api %d v%d from %s", api_key, version, conn.peer_str)
             raise FrameError("internal error (see the log above); closing the connection") from None

@@ -25,6 +25,7 @@ the topic stays bounded.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,9 @@ from samsa.coordinator.records import partition_for
 from samsa.coordinator.shard import CoordinatorConfig, GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import build_batch, iter_all_records, scan_batches
-from samsa.server.replica_manager import Partition
+from samsa.server.replica_manager import Partition, wait_for_any
 
 if TYPE_CHECKING:
-    import asyncio
-
     from samsa.server.broker import Broker
 
 log = logging.getLogger("samsa.groups")
@@ -187,12 +186,37 @@ class GroupManager:
 
     # -- after every operation ------------------------------------------------------------------
 
-    def commit(self, shard: GroupCoordinatorShard) -> None:
-        """Append what the shard produced (before its response is sent) and re-arm its timer."""
+    def commit(self, shard: GroupCoordinatorShard) -> int | None:
+        """Append what the shard produced (before its response is sent) and re-arm its timer.
+
+        Returns the offset the partition's high watermark must reach before the answer may go
+        out (the records are on every in-sync replica, Kafka's acks=all for group writes), or
+        None when there is nothing to wait for."""
         records = shard.drain_records()
+        required = None
         if records:
             self._append(shard.partition, records)
+            partition = self.broker.replicas.get(OFFSETS_TOPIC, shard.partition)
+            if partition is not None and partition.hw < partition.log.log_end_offset:
+                required = partition.log.log_end_offset
         self._schedule(shard.partition)
+        return required
+
+    async def replicated(self, index: int, required: int, result: Any) -> Any:
+        """`result` once `__consumer_offsets-index` is replicated up to `required` (or after
+        offsets.commit.timeout.ms: the records stay and will replicate; the answer goes out)."""
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
+        deadline = time.monotonic() + int(self.broker.config.get("offsets.commit.timeout.ms")) / 1000
+        while partition is not None and partition.is_leader and partition.hw < required:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("%s-%d: group records not replicated within offsets.commit.timeout.ms", OFFSETS_TOPIC,
+                            index)
+                break
+            await wait_for_any(self.broker.loop, [partition], remaining)
+        if isinstance(result, asyncio.Future) or asyncio.iscoroutine(result):
+            return await result
+        return result
 
     def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
