@@ -162,7 +162,7 @@ def main() -> int:
                            log)
             print(f"controller: {len(led)} of {args.partitions} partitions led by broker {victim}; controller "
                   f"election {m[-1][2] if m else '?'} ms; kill -9 -> all led again {dt * 1000:.0f} ms "
-                  f"(includes the {args.session_ms} ms session timeout)")
+                  f"(session timeout {args.session_ms} ms)")
         finally:
             zk.stop()
             for b in brokers:

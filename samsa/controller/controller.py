@@ -12,7 +12,14 @@ activates. From then on it watches, in the store:
     /admin/delete_topics         delete the topic's nodes (brokers then delete their logs)
     /admin/controlled_shutdown   a broker is stopping -> move its leaderships first
 
-and runs preferred-leader elections (`auto.leader.rebalance.enable`), the ElectLeaders and
+Besides ZooKeeper's session timeout, the controller notices a dead broker at once: it keeps
+one idle TCP connection to each live broker, and when that connection closes and a new one
+is refused (no process listens there any more), it removes the broker's registration, which
+is then handled as a session expiry. A paused or partitioned broker is not refused and waits
+for its session to expire, as in Kafka. A broker that finds its registration removed while
+it is alive registers again.
+
+It also runs preferred-leader elections (`auto.leader.rebalance.enable`), the ElectLeaders and
 partition-reassignment APIs. All of this runs on the broker's event loop, one callback at a
 time, so the controller's state has a single writer. Decisions are the pure functions of
 `decisions`; this module gathers facts and writes the results.
@@ -78,6 +85,7 @@ class Controller:
         self._watches: list[Any] = []
         self._topic_watches: dict[str, Any] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._probes: dict[int, asyncio.Task[None]] = {}
 
     @property
     def store(self) -> Any:
@@ -137,6 +145,9 @@ class Controller:
             w.cancel()
         self._watches, self._topic_watches = [], {}
         self.assignments.clear()
+        for task in self._probes.values():
+            task.cancel()
+        self._probes.clear()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -242,6 +253,7 @@ class Controller:
         new = {int(i) for i in ids if i.isdigit()}
         old, self.live = self.live, new
         self.shutting_down &= new
+        self._update_probes(new)
         if old is None:
             self._elect_offline(self.all_partitions(), "controller failover")
             gone = {r for a in self.assignments.values() for reps in a.partitions.values() for r in reps} - new
@@ -349,6 +361,51 @@ class Controller:
         written = self.update_states(keys, move)
         log.info("Controlled shutdown of broker %s: moved %d leaderships", ",".join(map(str, sorted(fresh))),
                  sum(1 for (t, p), s in written.items() if s.leader not in going))
+
+    # -- fast failure detection ----------------------------------------------------------------
+
+    def _update_probes(self, live: set[int]) -> None:
+        for b in set(self._probes) - live:
+            self._probes.pop(b).cancel()
+        for b in live - set(self._probes) - {self.broker.node_id}:
+            self._probes[b] = self.broker.loop.create_task(self._probe(b), name=f"probe-{b}")
+
+    async def _probe(self, broker_id: int) -> None:
+        """Hold an idle connection to `broker_id`; when it drops and reconnecting is refused,
+        the process is gone."""
+        while self.active:
+            ep = self.broker.cluster.endpoint(broker_id, self.broker.inter_broker_listener)
+            if ep is None:
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                reader, writer = await asyncio.open_connection(*ep)
+            except ConnectionRefusedError:
+                self._broker_refused(broker_id)
+                return
+            except OSError:
+                await asyncio.sleep(0.5)
+                continue
+            try:
+                await reader.read(1)  # the broker never speaks first: this returns at EOF
+            except OSError:
+                pass
+            finally:
+                writer.close()
+            await asyncio.sleep(0.01)
+
+    def _broker_refused(self, broker_id: int) -> None:
+        if not self.active or broker_id not in (self.live or set()):
+            return
+        log.info("Broker %d refuses connections: its process is gone; not waiting for its ZooKeeper session "
+                 "to expire", broker_id)
+        self._probes.pop(broker_id, None)
+        try:
+            self.store.delete(zkdata.broker_path(broker_id))
+        except NoNode:
+            pass
+        except StoreError as e:
+            log.warning("Could not remove the registration of broker %d: %s", broker_id, e)
 
     # -- preferred leaders ------------------------------------------------------------------------
 

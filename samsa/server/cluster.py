@@ -182,6 +182,11 @@ class ClusterView:
                 except (ValueError, KeyError, TypeError) as e:
                     log.warning("ignoring unreadable registration of broker %d: %s", i, e)
         self.brokers = fresh
+        me = self.broker.node_id
+        if me not in fresh and me in old and not self.broker._closing and store.connected:
+            log.warning("The registration of this broker (%d) was removed while it is alive; registering again", me)
+            self.broker.register()
+            return
         if set(fresh) != old:
             log.info("Live brokers: %s", ",".join(map(str, sorted(fresh))) or "none")
         self.broker.on_brokers_changed(old, set(fresh))
