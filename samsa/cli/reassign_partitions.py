@@ -116,7 +116,8 @@ def check_args(p: ArgumentParser, a: argparse.Namespace) -> str:
     if missing:
         p.error(f"--{action} needs {' and '.join(missing)}")
     for option in _OPTIONS:
-        if option not in _PERMITTED[action] and getattr(a, option) not in (None, False):
+        value = getattr(a, option)
+        if option not in _PERMITTED[action] and value is not None and value is not False:
             p.error(f'Option "{_flag(option)}" can\'t be used with action "--{action}"')
     if a.throttle is not None and a.throttle < 0:
         p.error("--throttle must be a non-negative number of bytes per second")
@@ -317,27 +318,34 @@ class _Reassigner:
         entries = cl.result(fut, self.timeout, what="config description")
         return [n for n in names if n in entries and cl.source_id(entries[n].source) == source.value]
 
+    def _clear(self, resources: list[ConfigResource], names: tuple[str, ...], source: ConfigSource) -> list[str]:
+        """Delete the throttle settings present on each resource; returns the failures (one
+        unreachable broker does not keep the others' throttles in place)."""
+        failures = []
+        for res in resources:
+            kind = "topic" if res.restype == ConfigResource.Type.TOPIC else "broker"
+            try:
+                present = self._dynamic(res, names, source)
+                if present:
+                    res.incremental_configs = [ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE)
+                                               for n in present]
+                    fut = self.admin.incremental_alter_configs([res], request_timeout=self.timeout)
+                    cl.result(next(iter(fut.values())), self.timeout, what="config update")
+            except CliError as e:
+                failures.append(f"{kind} {res.name} ({e})")
+        return failures
+
     def clear_throttles(self, topics: list[str]) -> None:
         brokers = sorted(self.md.brokers)
         print(f"Clearing broker-level throttles on broker{'' if len(brokers) == 1 else 's'} "
-              f"{','.join(map(str, brokers))}")
-        resources = []
-        for b in brokers:
-            res = ConfigResource(ConfigResource.Type.BROKER, str(b))
-            present = self._dynamic(res, plan.BROKER_THROTTLE_CONFIGS, ConfigSource.DYNAMIC_BROKER_CONFIG)
-            if present:
-                res.incremental_configs = [ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE)
-                                           for n in present]
-                resources.append(res)
-        self._alter(resources, "clearing the broker throttles")
+              f"{','.join(map(str, brokers))}", flush=True)
+        failures = self._clear([ConfigResource(ConfigResource.Type.BROKER, str(b)) for b in brokers],
+                               plan.BROKER_THROTTLE_CONFIGS, ConfigSource.DYNAMIC_BROKER_CONFIG)
         existing = [t for t in topics if t in self.md.topics]
-        print(f"Clearing topic-level throttles on topic{'' if len(existing) == 1 else 's'} {','.join(existing)}")
-        resources = []
-        for t in existing:
-            res = ConfigResource(ConfigResource.Type.TOPIC, t)
-            present = self._dynamic(res, plan.TOPIC_THROTTLE_CONFIGS, ConfigSource.DYNAMIC_TOPIC_CONFIG)
-            if present:
-                res.incremental_configs = [ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE)
-                                           for n in present]
-                resources.append(res)
-        self._alter(resources, "clearing the topic throttles")
+        if existing:
+            print(f"Clearing topic-level throttles on topic{'' if len(existing) == 1 else 's'} "
+                  f"{','.join(existing)}", flush=True)
+            failures += self._clear([ConfigResource(ConfigResource.Type.TOPIC, t) for t in existing],
+                                    plan.TOPIC_THROTTLE_CONFIGS, ConfigSource.DYNAMIC_TOPIC_CONFIG)
+        if failures:
+            raise CliError("could not clear the throttles on " + "; ".join(failures))

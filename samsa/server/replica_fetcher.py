@@ -216,11 +216,17 @@ class LeaderFetcher:
             for f in ready:
                 f.paused_until = time.monotonic() + PAUSE_S
             return True
+        throttled = 0
         for t in resp.responses:
             for r in t.partitions:
                 f = self.parts.get((t.topic, r.partition_index))
                 if f is not None and f in ready:
                     self._apply(f, r)
+                    if r.records and self.manager.throttled(f.partition):
+                        throttled += len(r.records)
+        if throttled:
+            rate = int(cfg.get("follower.replication.throttled.rate"))
+            await asyncio.sleep(throttled / max(rate, 1))  # throttled replicas fetch at most `rate` bytes/s
         return True
 
     def _apply(self, f: Followed, r: Any) -> None:
@@ -282,6 +288,16 @@ class ReplicaFetcherManager:
 
     def endpoint(self, leader_id: int) -> tuple[str, int] | None:
         return self.broker.cluster.endpoint(leader_id, self.broker.inter_broker_listener)
+
+    def throttled(self, p: Partition) -> bool:
+        """Kafka's replication quota: this follower replica is listed in the topic's
+        follower.replication.throttled.replicas and the broker has a rate."""
+        if int(self.broker.config.get("follower.replication.throttled.rate")) >= 2**63 - 1:
+            return False
+        replicas = self.broker.topic_config(p.topic, "follower.replication.throttled.replicas") or []
+        if isinstance(replicas, str):
+            replicas = [x.strip() for x in replicas.split(",") if x.strip()]
+        return "*" in replicas or f"{p.index}:{self.broker.node_id}" in replicas
 
     def follow(self, p: Partition, leader_id: int, leader_epoch: int) -> None:
         key = (p.topic, p.index)
