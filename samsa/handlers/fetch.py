@@ -34,15 +34,21 @@ def handle(ctx: Any, req: Any) -> Any:
     # Watch the partitions now, before returning: an append handled before the coroutine
     # first runs must still wake it (Kafka's tryCompleteElseWatch).
     deadline = time.monotonic() + req.max_wait / 1000
-    return _long_poll(broker, req, wait_for_any(broker.loop, waitable, req.max_wait / 1000), deadline)
+    # A follower also returns when a high watermark moves, so it learns the new one at once
+    # (a leader elected later starts from it).
+    hws = {(p.topic, p.index): p.hw for p in waitable} if getattr(req, "replica_id", -1) >= 0 else None
+    return _long_poll(broker, req, wait_for_any(broker.loop, waitable, req.max_wait / 1000), deadline, hws)
 
 
-async def _long_poll(broker: Any, req: Any, woken: Any, deadline: float) -> dict[str, Any]:
+async def _long_poll(broker: Any, req: Any, woken: Any, deadline: float,
+                     hws: dict[tuple[str, int], int] | None) -> dict[str, Any]:
     while True:
         appended = await woken
         responses, nbytes, waitable, errors = _read(broker, req, first=False)
         remaining = deadline - time.monotonic()
         if not appended or nbytes >= req.min_bytes or errors or not waitable or remaining <= 0:
+            return _response(responses)
+        if hws is not None and any(p.hw != hws.get((p.topic, p.index), p.hw) for p in waitable):
             return _response(responses)
         woken = wait_for_any(broker.loop, waitable, remaining)
 
