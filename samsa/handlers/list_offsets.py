@@ -44,6 +44,11 @@ def _one(broker: Any, topic: str, index: int, ts: int, current_epoch: int = -1) 
         return {"partition_index": index, "error_code": int(e.code), "timestamp": -1, "offset": -1, "leader_epoch": -1}
     log = partition.log
     epoch = partition.leader_epoch
+    if ts not in (EARLIEST, EARLIEST_LOCAL) and partition.hw < partition.epoch_start_offset:
+        # KIP-207: a new leader's high watermark has not caught up yet; answering would show
+        # consumers an end offset that goes back.
+        return {"partition_index": index, "error_code": int(ErrorCode.OFFSET_NOT_AVAILABLE),
+                "timestamp": -1, "offset": -1, "leader_epoch": -1}
     if ts == LATEST or ts == LATEST_TIERED:
         offset, found_ts = partition.high_watermark, -1
     elif ts in (EARLIEST, EARLIEST_LOCAL):

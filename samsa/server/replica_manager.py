@@ -70,6 +70,7 @@ class Partition:
         self.state_version = -1  # the store version of the state this role came from
         self.controller_epoch = 0
         self.hw = 0
+        self.epoch_start_offset = 0  # the log end offset when this broker became leader
         self.followers: dict[int, FollowerInfo] = {}
         self.pending_isr: list[int] | None = None
         self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
@@ -143,6 +144,7 @@ class Partition:
         self.leader_id = self.node_id
         self.leader_epoch = state.leader_epoch
         self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        self.epoch_start_offset = self.log.log_end_offset
         now = now_ms()
         self.followers = {r: FollowerInfo(last_caught_up_ms=now if r in self.isr else 0)
                           for r in self.replicas if r != self.node_id}
