@@ -91,6 +91,9 @@ class ClusterView:
         self._watches.append(store.watch_children(zkdata.BROKER_IDS, self._on_broker_ids, loop=loop))
         self._watches.append(store.watch_data(zkdata.CONTROLLER, self._on_controller, loop=loop))
         self._watches.append(store.watch_children(zkdata.TOPICS, self._on_topics, loop=loop))
+        for entity in (str(self.broker.node_id), zkdata.DEFAULT_BROKER):
+            self._watches.append(store.watch_data(zkdata.broker_config_path(entity), self._on_broker_config,
+                                                  loop=loop))
         self.started = True
 
     def stop(self) -> None:
@@ -200,6 +203,11 @@ class ClusterView:
             self.controller_id = -1
         self.broker.on_controller_changed(self.controller_id)
         self._changed()
+
+    @guarded
+    def _on_broker_config(self, data: bytes | None, version: int | None) -> None:
+        """Dynamic broker configs (this broker's or the cluster default) changed anywhere."""
+        self.broker.admin.apply_broker_configs()
 
     @guarded
     def _on_topics(self, names: list[str]) -> None:
