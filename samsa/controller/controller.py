@@ -166,11 +166,21 @@ class Controller:
         changed under us. Returns the states written."""
         pending = [k for k in keys if k[0] in self.assignments and k[1] in self.assignments[k[0]].partitions]
         written: dict[TP, zkdata.PartitionState] = {}
-        for _ in range(10):
+        for attempt in range(10):
             if not pending or not self.active:
                 break
             paths = [zkdata.partition_state_path(t, p) for t, p in pending]
-            nodes = self.store.get_many(paths)
+            if attempt == 0:
+                # This broker's view follows every state by watch: start from it (a stale one
+                # fails the compare-and-set and is read afresh on the next round).
+                cached = [self.broker.cluster.state(t, p) for t, p in pending]
+                nodes = [None if st is None else (st.encode(), st.version) for st in cached]
+                missing = [i for i, n in enumerate(nodes) if n is None]
+                if missing:
+                    for i, node in zip(missing, self.store.get_many([paths[i] for i in missing])):
+                        nodes[i] = node
+            else:
+                nodes = self.store.get_many(paths)
             creates: list[tuple[TP, str, zkdata.PartitionState]] = []
             sets: list[tuple[TP, str, zkdata.PartitionState, int]] = []
             for key, path, node in zip(pending, paths, nodes):
