@@ -284,6 +284,11 @@ class Controller:
         keys = [(t, p) for t, a in self.assignments.items() for p, reps in a.partitions.items()
                 if any(b in reps for b in dead)]
         self._elect_offline(keys, f"broker {','.join(map(str, sorted(dead)))} failed")
+        self._remove_from_isrs(keys, dead)
+
+    def _remove_from_isrs(self, keys: list[TP], dead: set[int]) -> None:
+        """Dead replicas leave the ISRs (the leader would keep an idle one: its log end offset
+        still matches)."""
 
         def shrink(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
             if st is None or st.leader < 0 or not (set(st.isr) & dead):
@@ -293,7 +298,10 @@ class Controller:
                 return None
             return zkdata.PartitionState(st.leader, st.leader_epoch, isr)
 
-        self.update_states(keys, shrink)
+        written = self.update_states(keys, shrink)
+        if written:
+            log.info("Removed dead brokers %s from the ISR of %d partitions", ",".join(map(str, sorted(dead))),
+                     len(written))
 
     @guarded
     def _on_topics(self, names: list[str]) -> None:
@@ -318,7 +326,11 @@ class Controller:
             return
         self.assignments[name] = assignment
         if self.live is not None:
-            self._elect_offline([(name, p) for p in assignment.partitions], f"topic {name} changed")
+            keys = [(name, p) for p in assignment.partitions]
+            self._elect_offline(keys, f"topic {name} changed")
+            gone = {r for reps in assignment.partitions.values() for r in reps} - self.live
+            if gone:
+                self._remove_from_isrs(keys, gone)
             for p in list(assignment.adding) + list(assignment.removing):
                 st = self.broker.cluster.state(name, p)
                 if st is not None:
