@@ -301,15 +301,13 @@ class _Reassigner:
         self._alter(resources, "setting the topic throttles")
 
     def set_broker_throttles(self, brokers: list[int], rate: int) -> None:
-        resources = []
-        for b in brokers:
+        for b in brokers:  # one broker per request: each broker alters its own config
             res = ConfigResource(ConfigResource.Type.BROKER, str(b))
             res.incremental_configs = [
                 ConfigEntry(name, str(rate), incremental_operation=AlterConfigOpType.SET)
                 for name in (plan.LEADER_THROTTLED_RATE, plan.FOLLOWER_THROTTLED_RATE)
             ]
-            resources.append(res)
-        self._alter(resources, "setting the broker throttles")
+            self._alter([res], "setting the broker throttles")
 
     def _dynamic(self, res: ConfigResource, names: tuple[str, ...], source: ConfigSource) -> list[str]:
         """Which of ``names`` are set on ``res`` at its own level (only those are deleted: a

@@ -49,7 +49,7 @@ from samsa.controller.decisions import (
     reassignment_plan,
 )
 from samsa.metadata import zkdata
-from samsa.metadata.store import BadVersion, NodeExists, NoNode, StoreError
+from samsa.metadata.store import BadVersion, Fenced, NodeExists, NoNode, StoreError
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger("samsa.controller")
@@ -79,6 +79,7 @@ class Controller:
         self.broker = broker
         self.active = False
         self.epoch = 0
+        self.epoch_version = -1  # /controller_epoch's version: the guard of every state write
         self.live: set[int] | None = None
         self.shutting_down: set[int] = set()
         self.assignments: dict[str, zkdata.TopicAssignment] = {}
@@ -111,8 +112,9 @@ class Controller:
             epoch = int(node[0]) + 1 if node and node[0] else 1
             if node is None:
                 self.store.create(zkdata.CONTROLLER_EPOCH, str(epoch).encode())
+                self.epoch_version = 0
             else:
-                self.store.set(zkdata.CONTROLLER_EPOCH, str(epoch).encode(), node[1])
+                self.epoch_version = self.store.set(zkdata.CONTROLLER_EPOCH, str(epoch).encode(), node[1])
         except StoreError as e:
             log.warning("Won /controller but could not bump /controller_epoch (%s); resigning", e)
             self._delete_quietly(zkdata.CONTROLLER)
@@ -194,8 +196,13 @@ class Controller:
                 else:
                     sets.append((key, path, new, current.version))
             retry: list[TP] = []
+            guard = (zkdata.CONTROLLER_EPOCH, self.epoch_version)
             if creates:
-                for (key, _, st), err in zip(creates, self.store.create_many([(p, s.encode()) for _, p, s in creates])):
+                errs = self.store.create_many([(p, s.encode()) for _, p, s in creates], guard=guard)
+                if any(isinstance(e, Fenced) for e in errs):
+                    self._fenced()
+                    break
+                for (key, _, st), err in zip(creates, errs):
                     if err is None:
                         written[key] = st
                     elif isinstance(err, NodeExists):
@@ -203,7 +210,10 @@ class Controller:
                     else:
                         log.warning("Could not create the state of %s-%d: %s", key[0], key[1], err)
             if sets:
-                results = self.store.set_many([(p, s.encode(), v) for _, p, s, v in sets])
+                results = self.store.set_many([(p, s.encode(), v) for _, p, s, v in sets], guard=guard)
+                if any(isinstance(r, Fenced) for r in results):
+                    self._fenced()
+                    break
                 for (key, _, st, _), res in zip(sets, results):
                     if isinstance(res, BadVersion):
                         retry.append(key)
@@ -214,6 +224,10 @@ class Controller:
                         written[key] = st
             pending = retry
         return written
+
+    def _fenced(self) -> None:
+        log.warning("Another broker became controller (/controller_epoch moved past %d); resigning", self.epoch)
+        self.resign()
 
     def all_partitions(self) -> list[TP]:
         return [(t, p) for t, a in sorted(self.assignments.items()) for p in sorted(a.partitions)]

@@ -39,13 +39,19 @@ class BadVersion(StoreError):
     pass
 
 
+class Fenced(StoreError):
+    """A guarded write found its guard node moved on (e.g. a newer controller epoch)."""
+
+
 class MetadataStore(Protocol):
     connected: bool
 
     def get(self, path: str) -> tuple[bytes, int] | None: ...
     def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]: ...
-    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]: ...
-    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]: ...
+    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
+                    ) -> list[StoreError | None]: ...
+    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
+                 ) -> list[int | StoreError]: ...
     def children(self, path: str) -> list[str]: ...
     def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None: ...
     def set(self, path: str, data: bytes, version: int = -1) -> int: ...
@@ -176,7 +182,13 @@ class EmbeddedStore:
     def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
         return [self._nodes.get(p) for p in paths]
 
-    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]:
+    def _guard_ok(self, guard: tuple[str, int] | None) -> bool:
+        return guard is None or (guard[0] in self._nodes and self._nodes[guard[0]][1] == guard[1])
+
+    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
+                    ) -> list[StoreError | None]:
+        if not self._guard_ok(guard):
+            return [Fenced(f"{guard[0]} moved on") for _ in items]  # type: ignore[index]
         out: list[StoreError | None] = []
         self._batch += 1
         try:
@@ -191,7 +203,10 @@ class EmbeddedStore:
         self._persist()
         return out
 
-    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]:
+    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
+                 ) -> list[int | StoreError]:
+        if not self._guard_ok(guard):
+            return [Fenced(f"{guard[0]} moved on") for _ in items]  # type: ignore[index]
         out: list[int | StoreError] = []
         self._batch += 1
         try:

@@ -52,12 +52,13 @@ from kazoo.exceptions import (
     NoNodeError,
     NotEmptyError,
     OperationTimeoutError,
+    RolledBackError,
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-from samsa.metadata.store import BadVersion, NodeExists, NoNode, StoreError
+from samsa.metadata.store import BadVersion, Fenced, NodeExists, NoNode, StoreError
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms default
 
@@ -242,22 +243,68 @@ class ZooKeeperStore:
                 out.append(None)
         return out
 
-    def create_many(self, items: list[tuple[str, bytes]]) -> list[StoreError | None]:
+    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
+                    ) -> list[StoreError | None]:
         self._check(items[0][0] if items else "/")
-        pending = [(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
-        return [self._outcome(p, r) for p, r in pending]
+        if guard is None:
+            pending = [(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
+            return [self._outcome(p, r) for p, r in pending]
+        # A multi cannot create missing parents: make them first (pipelined; existing ones are fine).
+        parents = sorted({p.rsplit("/", 1)[0] for p, _ in items if p.count("/") > 1})
+        for parent, res in [(q, self._zk.create_async(q, b"", makepath=True)) for q in parents]:
+            err = self._outcome(parent, res)
+            if err is not None and not isinstance(err, NodeExists):
+                return [err for _ in items]
+        out: list[StoreError | None] = []
+        for path, res in [(p, self._guarded(guard, lambda t, p=p, d=d: t.create(p, d))) for p, d in items]:
+            r = self._tx_outcome(path, res, guard)
+            out.append(r if isinstance(r, StoreError) else None)
+        return out
 
-    def set_many(self, items: list[tuple[str, bytes, int]]) -> list[int | StoreError]:
+    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
+                 ) -> list[int | StoreError]:
+        """Pipelined compare-and-set writes. With `guard` = (path, version), each write happens
+        only while that node is still at that version (a ZooKeeper multi: check + set), which
+        fences a controller whose epoch has passed: the results are then `Fenced`."""
         self._check(items[0][0] if items else "/")
-        pending = [(p, self._zk.set_async(p, d, v)) for p, d, v in items]
-        out: list[int | StoreError] = []
-        for path, res in pending:
+        if guard is None:
+            pending = [(p, self._zk.set_async(p, d, v)) for p, d, v in items]
+            out: list[int | StoreError] = []
+            for path, res in pending:
+                try:
+                    with _errors(path):
+                        out.append(int(res.get(timeout=self._timeout).version))
+                except StoreError as e:
+                    out.append(e)
+            return out
+        results: list[int | StoreError] = []
+        for path, res in [(p, self._guarded(guard, lambda t, p=p, d=d, v=v: t.set_data(p, d, v)))
+                          for p, d, v in items]:
+            r = self._tx_outcome(path, res, guard)
+            results.append(r if isinstance(r, StoreError) else int(r.version))
+        return results
+
+    def _guarded(self, guard: tuple[str, int], op: Callable[[Any], Any]) -> Any:
+        t = self._zk.transaction()
+        t.check(guard[0], guard[1])
+        op(t)
+        return t.commit_async()
+
+    def _tx_outcome(self, path: str, res: Any, guard: tuple[str, int]) -> Any:
+        try:
+            with _errors(path):
+                check, result = res.get(timeout=self._timeout)
+        except StoreError as e:
+            return e
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            return Fenced(f"{guard[0]} is no longer at version {guard[1]}")
+        if isinstance(result, Exception):
             try:
                 with _errors(path):
-                    out.append(int(res.get(timeout=self._timeout).version))
+                    raise result
             except StoreError as e:
-                out.append(e)
-        return out
+                return e
+        return result
 
     def _outcome(self, path: str, res: Any) -> StoreError | None:
         try:

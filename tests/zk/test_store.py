@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from samsa.metadata.store import BadVersion, EmbeddedStore, MetadataStore, NodeExists, NoNode, StoreError
+from samsa.metadata.store import BadVersion, EmbeddedStore, Fenced, MetadataStore, NodeExists, NoNode, StoreError
 from samsa.metadata.zookeeper import ZooKeeperStore
 from tests.zk.conftest import ZooKeeperServer
 
@@ -85,3 +85,22 @@ def test_ephemeral_node(store: MetadataStore) -> None:
     store.create("/brokers/ids/1", b"{}", ephemeral=True)
     assert store.get("/brokers/ids/1") == (b"{}", 0)
     assert store.children("/brokers/ids") == ["1"]
+
+
+def test_batches_and_guarded_writes(store: MetadataStore) -> None:
+    """create_many/set_many/get_many, and a guard node whose version fences stale writers
+    (the controller's /controller_epoch)."""
+    assert store.create_many([("/b/x", b"1"), ("/b/y", b"2")]) == [None, None]
+    assert isinstance(store.create_many([("/b/x", b"again")])[0], NodeExists)
+    assert store.get_many(["/b/x", "/b/y", "/b/missing"]) == [(b"1", 0), (b"2", 0), None]
+    assert store.set_many([("/b/x", b"3", 0), ("/b/y", b"4", 7)])[0] == 1
+    assert isinstance(store.set_many([("/b/y", b"4", 7)])[0], BadVersion)
+
+    store.create("/epoch", b"1")
+    assert store.set_many([("/b/x", b"5", 1)], guard=("/epoch", 0)) == [2]
+    assert store.create_many([("/b/z", b"z"), ("/c/deep/z", b"z")], guard=("/epoch", 0)) == [None, None]
+    assert store.get("/c/deep/z") == (b"z", 0)  # missing parents are made, as unguarded creates do
+    store.set("/epoch", b"2", 0)  # a newer controller
+    assert isinstance(store.set_many([("/b/x", b"6", 2)], guard=("/epoch", 0))[0], Fenced)
+    assert isinstance(store.create_many([("/b/w", b"w")], guard=("/epoch", 0))[0], Fenced)
+    assert store.get("/b/x") == (b"5", 2) and store.get("/b/w") is None  # nothing written
