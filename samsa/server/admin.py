@@ -107,11 +107,11 @@ class AdminManager:
         if validate_only:
             return topic
         try:
-            if configs:
-                if store.get(zkdata.topic_config_path(name)) is None:
-                    store.create(zkdata.topic_config_path(name), zkdata.encode_config(configs))
-                else:
-                    store.set(zkdata.topic_config_path(name), zkdata.encode_config(configs))
+            # Kafka writes the topic's config node always, empty when there are no overrides.
+            if store.get(zkdata.topic_config_path(name)) is None:
+                store.create(zkdata.topic_config_path(name), zkdata.encode_config(configs))
+            else:
+                store.set(zkdata.topic_config_path(name), zkdata.encode_config(configs))
             store.create(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, assignment).encode())
         except NodeExists:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
