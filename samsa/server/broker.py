@@ -174,6 +174,7 @@ class Broker:
                 if lg.log_end_offset > 0:
                     part.load_producer_state()
                 self.replicas.add(part)
+            part.removing = list(assignment.removing.get(index, []))
             state = self.cluster.state(name, index)
             if state is not None:
                 self.on_partition_state(name, index, state)

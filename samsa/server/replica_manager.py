@@ -72,7 +72,7 @@ class Partition:
         self.hw = 0
         self.epoch_start_offset = 0  # the log end offset when this broker became leader
         self.followers: dict[int, FollowerInfo] = {}
-        self.pending_isr: list[int] | None = None
+        self.removing: list[int] = []  # replicas a reassignment is removing: they never re-join
         self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
         self.producers = ProducerStateManager()
         self.waiters: list[Callable[[], None]] = []
@@ -120,13 +120,15 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         self.replicas = list(replicas)
         self.isr = list(state.isr)
-        self.pending_isr = None
         if state.leader == self.node_id:
             if changed or not self.is_leader:
                 self._become_leader(state)
                 self.wake()
                 return "leader"
             self.followers = {r: self.followers.get(r, FollowerInfo()) for r in self.replicas if r != self.node_id}
+            strays = [r for r in self.isr if r not in self.replicas]
+            if strays:  # a reassignment removed them: they leave the ISR
+                self.propose_isr([r for r in self.isr if r in self.replicas])
             self.maybe_increment_hw()
             return None
         was_leader = self.is_leader
@@ -185,7 +187,7 @@ class Partition:
         f.last_fetch_leader_leo = leo
         f.last_fetch_ms = now
         f.leo = fetch_offset
-        if replica_id not in self.isr and self.pending_isr is None and live(replica_id):
+        if replica_id not in self.isr and replica_id not in self.removing and live(replica_id):
             entry = self.log.leader_epochs.latest_entry()
             start = entry.start_offset if entry is not None and entry.epoch == self.leader_epoch else None
             if can_join_isr(fetch_offset, self.hw, start):
