@@ -49,7 +49,7 @@ from samsa.controller.decisions import (
     reassignment_plan,
 )
 from samsa.metadata import zkdata
-from samsa.metadata.store import BadVersion, Fenced, NodeExists, NoNode, StoreError
+from samsa.metadata.store import BadVersion, Fenced, NodeExists, NoNode, StoreError, log_failures
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger("samsa.controller")
@@ -57,20 +57,7 @@ log = logging.getLogger("samsa.controller")
 TP = tuple[str, int]
 
 
-def guarded(fn: Callable[..., None]) -> Callable[..., None]:
-    """An event handler that logs, rather than raises, what goes wrong: a lost ZooKeeper
-    connection is a warning (the event comes again once the watch re-fires)."""
-
-    def run(*args: Any) -> None:
-        try:
-            fn(*args)
-        except StoreError as e:
-            log.warning("Controller event %s not handled: %s", fn.__name__, e)
-        except Exception:
-            log.exception("Controller event %s failed", fn.__name__)
-
-    run.__name__ = fn.__name__
-    return run
+guarded = log_failures(log, "Controller")
 Decide = Callable[[str, int, list[int], "zkdata.PartitionState | None"], "zkdata.PartitionState | None"]
 
 

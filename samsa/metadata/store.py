@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -25,6 +26,26 @@ from typing import Any, Protocol
 
 class StoreError(Exception):
     pass
+
+
+def log_failures(logger: logging.Logger, what: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate an event handler (a watch callback) so that it logs, rather than raises, what
+    goes wrong: a store error is a warning (the watch fires again once the store is back), a
+    bug is logged with its traceback. Either way the event loop carries on."""
+
+    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
+        def run(*args: Any) -> None:
+            try:
+                fn(*args)
+            except StoreError as e:
+                logger.warning("%s event %s not handled: %s", what, fn.__name__, e)
+            except Exception:
+                logger.exception("%s event %s failed", what, fn.__name__)
+
+        run.__name__ = fn.__name__
+        return run
+
+    return wrap
 
 
 class NoNode(StoreError):

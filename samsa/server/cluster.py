@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from samsa.metadata import zkdata
-from samsa.metadata.store import StoreError
+from samsa.metadata.store import StoreError, log_failures
 
 if TYPE_CHECKING:
     from samsa.server.broker import Broker
@@ -55,19 +55,7 @@ class BrokerInfo:
         return cls(node_id, eps, doc.get("rack"))
 
 
-def guarded(fn: Callable[..., None]) -> Callable[..., None]:
-    """A watch callback that logs, rather than raises, a store error or a bug."""
-
-    def run(*args: Any) -> None:
-        try:
-            fn(*args)
-        except StoreError as e:
-            log.warning("Metadata event %s not handled: %s", fn.__name__, e)
-        except Exception:
-            log.exception("Metadata event %s failed", fn.__name__)
-
-    run.__name__ = fn.__name__
-    return run
+guarded = log_failures(log, "Metadata")
 
 
 class ClusterView:
