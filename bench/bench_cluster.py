@@ -4,9 +4,9 @@
    with confluent-kafka, same records), and the ratio;
 2. failover: kill -9 of a partition's leader while a producer writes acks=all, until the
    first acknowledged write on the new leader (ms), for the ZooKeeper session timeout given;
-3. controller: kill -9 of a broker leading ~1/3 of a 1,000-partition topic, time the
-   controller reports for electing their new leaders, and until every partition has a live
-   leader in ZooKeeper.
+3. controller: kill -9 of the broker leading every partition of a 1,000-partition topic, the
+   time the controller reports for electing their new leaders, and until every partition's
+   new leader is in ZooKeeper.
 
 Usage: .venv/bin/python bench/bench_cluster.py [--records N] [--size B] [--session-ms MS] [--partitions P]
 """
@@ -149,23 +149,24 @@ def main() -> int:
             brokers[leader].start()
             wait(lambda: len(state(zk, "rf3", 0)["isr"]) == 3, 60, "the ISR to heal")
 
-            # 3. controller election time for many partitions
-            admin.create_topics([NewTopic("many", args.partitions, 2)])["many"].result(120)
-            states = {p: state(zk, "many", p) for p in range(args.partitions)}
+            # 3. controller election time for many partitions, all led by the broker that dies
             ctl = json.loads(zk.get("/controller")[0])["brokerid"]
-            victim = next(b for b in range(3) if b != ctl)
-            led = [p for p, s in states.items() if s["leader"] == victim]
+            victim, other = [b for b in range(3) if b != ctl]
+            admin.create_topics([NewTopic("many", args.partitions, replica_assignment=[[victim, other]] * args.partitions)])[
+                "many"].result(120)
+            wait(lambda: all(state(zk, "many", p)["leader"] == victim for p in range(args.partitions)), 60,
+                 "every partition led by the victim")
             t0 = time.monotonic()
             brokers[victim].kill9()
-            wait(lambda: all(state(zk, "many", p)["leader"] not in (victim, -1) for p in led), 120,
+            wait(lambda: all(state(zk, "many", p)["leader"] == other for p in range(args.partitions)), 120,
                  "new leaders for the victim's partitions")
             dt = time.monotonic() - t0
             log = brokers[ctl].log_text()
             m = re.findall(r"Elected leaders for (\d+) partitions \((\d+) offline\) after broker \S+ failed in (\d+) ms",
                            log)
-            print(f"controller: {len(led)} of {args.partitions} partitions led by broker {victim}; controller "
-                  f"election {m[-1][2] if m else '?'} ms; kill -9 -> all led again {dt * 1000:.0f} ms "
-                  f"(session timeout {args.session_ms} ms)")
+            print(f"controller: broker {victim} led all {args.partitions} partitions; controller election "
+                  f"{m[-1][2] if m else '?'} ms for {m[-1][0] if m else '?'} partitions; kill -9 -> all led by "
+                  f"broker {other} {dt * 1000:.0f} ms (session timeout {args.session_ms} ms)")
         finally:
             zk.stop()
             for b in brokers:

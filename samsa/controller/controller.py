@@ -15,7 +15,9 @@ activates. From then on it watches, in the store:
 Besides ZooKeeper's session timeout, the controller notices a dead broker at once: it keeps
 one idle TCP connection to each live broker, and when that connection closes and a new one
 is refused (no process listens there any more), it removes the broker's registration, which
-is then handled as a session expiry. A paused or partitioned broker is not refused and waits
+is then handled as a session expiry. Every other broker watches the controller the same way
+and, when it is gone, removes its /controller node too, so a new controller is elected at
+once. A paused or partitioned broker is not refused and waits
 for its session to expire, as in Kafka. A broker that finds its registration removed while
 it is alive registers again.
 
@@ -59,6 +61,47 @@ TP = tuple[str, int]
 
 guarded = log_failures(log, "Controller")
 Decide = Callable[[str, int, list[int], "zkdata.PartitionState | None"], "zkdata.PartitionState | None"]
+
+
+async def probe_until_refused(broker: Any, target: int, keep_going: Callable[[], bool]) -> bool:
+    """Hold an idle connection to broker `target`; True when it drops and reconnecting is
+    refused (no process listens there any more), False once `keep_going()` turns false."""
+    while keep_going():
+        ep = broker.cluster.endpoint(target, broker.inter_broker_listener)
+        if ep is None:
+            await asyncio.sleep(0.5)
+            continue
+        try:
+            reader, writer = await asyncio.open_connection(*ep)
+        except ConnectionRefusedError:
+            return keep_going()
+        except OSError:
+            await asyncio.sleep(0.5)
+            continue
+        try:
+            await reader.read(1)  # a broker never speaks first: this returns at EOF
+        except OSError:
+            pass
+        finally:
+            writer.close()
+        await asyncio.sleep(0.01)
+    return False
+
+
+def remove_dead_broker(store: Any, broker_id: int, also_controller: bool) -> None:
+    """A broker's process is gone (its port refuses connections): remove what its session
+    holds now rather than when the session expires (its /controller node too, if it held it)."""
+    if also_controller:
+        node = store.get(zkdata.CONTROLLER)
+        if node is not None and zkdata.loads(node[0]).get("brokerid") == broker_id:
+            try:
+                store.delete(zkdata.CONTROLLER)
+            except NoNode:
+                pass
+    try:
+        store.delete(zkdata.broker_path(broker_id))
+    except NoNode:
+        pass
 
 
 class Controller:
@@ -394,28 +437,8 @@ class Controller:
             self._probes[b] = self.broker.loop.create_task(self._probe(b), name=f"probe-{b}")
 
     async def _probe(self, broker_id: int) -> None:
-        """Hold an idle connection to `broker_id`; when it drops and reconnecting is refused,
-        the process is gone."""
-        while self.active:
-            ep = self.broker.cluster.endpoint(broker_id, self.broker.inter_broker_listener)
-            if ep is None:
-                await asyncio.sleep(0.5)
-                continue
-            try:
-                reader, writer = await asyncio.open_connection(*ep)
-            except ConnectionRefusedError:
-                self._broker_refused(broker_id)
-                return
-            except OSError:
-                await asyncio.sleep(0.5)
-                continue
-            try:
-                await reader.read(1)  # the broker never speaks first: this returns at EOF
-            except OSError:
-                pass
-            finally:
-                writer.close()
-            await asyncio.sleep(0.01)
+        if await probe_until_refused(self.broker, broker_id, lambda: self.active):
+            self._broker_refused(broker_id)
 
     def _broker_refused(self, broker_id: int) -> None:
         if not self.active or broker_id not in (self.live or set()):
@@ -424,9 +447,7 @@ class Controller:
                  "to expire", broker_id)
         self._probes.pop(broker_id, None)
         try:
-            self.store.delete(zkdata.broker_path(broker_id))
-        except NoNode:
-            pass
+            remove_dead_broker(self.store, broker_id, also_controller=False)
         except StoreError as e:
             log.warning("Could not remove the registration of broker %d: %s", broker_id, e)
 

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 from samsa.config import BrokerConfig, effective_topic_config
-from samsa.controller.controller import Controller
+from samsa.controller.controller import Controller, probe_until_refused, remove_dead_broker
 from samsa.handlers import HANDLER_MODULES
 from samsa.metadata import zkdata
 from samsa.metadata.store import BadVersion, EmbeddedStore, MetadataStore, NodeExists, StoreError
@@ -75,6 +75,7 @@ class Broker:
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]  # set by open_storage()
         self._stopping: asyncio.Event | None = None
         self._closing = False
+        self._controller_probe: tuple[int, asyncio.Task[None]] | None = None
         self._timers: list[asyncio.TimerHandle] = []
 
     # -- start-up -------------------------------------------------------------------------------
@@ -142,6 +143,31 @@ class Broker:
                 self.controller_id = self.node_id
         elif controller_id != self.node_id and self.controller.active:
             self.controller.resign()
+        self._watch_controller(self.controller_id)
+
+    def _watch_controller(self, controller_id: int) -> None:
+        """Hold a probe connection to the controller (if another broker): when its process is
+        gone, remove its nodes so that a new controller is elected without waiting for its
+        ZooKeeper session to expire."""
+        if self._controller_probe is not None:
+            if self._controller_probe[0] == controller_id:
+                return
+            self._controller_probe[1].cancel()
+            self._controller_probe = None
+        if controller_id < 0 or controller_id == self.node_id or self._closing:
+            return
+
+        async def probe() -> None:
+            if await probe_until_refused(self, controller_id, lambda: self.controller_id == controller_id
+                                         and not self._closing):
+                log.info("Controller %d refuses connections: its process is gone; electing another now",
+                         controller_id)
+                try:
+                    remove_dead_broker(self.store, controller_id, also_controller=True)
+                except StoreError as e:
+                    log.warning("Could not remove the nodes of controller %d: %s", controller_id, e)
+
+        self._controller_probe = (controller_id, self.loop.create_task(probe(), name="controller-probe"))
 
     def on_topic_assignment(self, name: str, assignment: zkdata.TopicAssignment) -> None:
         topic = self.topics.get(name)
@@ -457,6 +483,8 @@ class Broker:
         for t in self._timers:
             t.cancel()
         self.fetchers.shutdown()
+        if self._controller_probe is not None:
+            self._controller_probe[1].cancel()
         self.controller.resign()
         self.cluster.stop()
         for lst in self.listeners:
