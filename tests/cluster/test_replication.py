@@ -439,3 +439,25 @@ def test_committed_offsets_survive_the_coordinators_death(cluster) -> None:  # t
     live_admin = c.admin()
     new = live_admin.describe_consumer_groups([group], request_timeout=10)[group].result(15).coordinator.id
     assert new != coordinator
+
+
+def test_replicas_are_spread_across_racks(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's rack-aware placement: with racks a, a, b, every partition of an RF=2 topic
+    has one replica in each rack, and leadership is spread over the brokers."""
+    c: Cluster = cluster(3, start=False)
+    racks = {0: "a", 1: "a", 2: "b"}
+    for i, rack in racks.items():
+        b = c.broker(i)
+        b.config_path.write_text(b.config_path.read_text() + f"broker.rack={rack}\n")
+    c.start_all()
+    t = topic_name()
+    c.create_topic(t, partitions=6, rf=2)
+    assignment = c.assignment(t)
+    assert len(assignment) == 6
+    for p, replicas in assignment.items():
+        assert sorted(racks[r] for r in replicas) == ["a", "b"], (p, replicas)
+    assert {replicas[0] for replicas in assignment.values()} == {0, 1, 2}
+    out = c.topics_tool("--describe", "--topic", t)
+    assert out.returncode == 0, out.stderr
+    rows = partition_lines(out.stdout, t)
+    assert {p: r["replicas"] for p, r in rows.items()} == assignment
