@@ -18,6 +18,7 @@ ALLOWED = {
     "controller": {"protocol", "metadata"},
     "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator", "controller"},
     "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator", "controller"},
+    "spark": {"protocol"},  # runs in Spark executors: the client side only, never the broker
 }
 
 
