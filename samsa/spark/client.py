@@ -1,0 +1,229 @@
+"""The Spark source's Kafka client: Metadata, ListOffsets and raw Fetch over blocking sockets.
+
+Why not confluent-kafka here: a consumer hands records one by one to Python, and the source
+wants whole record batches as bytes (decoded into Arrow columns in one pass, `arrow.py`).
+So the driver and every executor speak the protocol themselves with Samsa's codecs: one
+blocking socket per broker, requests answered in order, leaders found through Metadata and
+refreshed when a broker says NOT_LEADER_OR_FOLLOWER. Clients are pooled per process by
+bootstrap string (`client_for`), never pickled: a reader carries options, not connections.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import decode_response, encode_request
+
+TopicPartition = tuple[str, int]
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
+             ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
+
+
+class ClientError(Exception):
+    """A request failed for good: the message says which and why."""
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as e:
+            raise ClientError(f"cannot connect to broker {host}:{port}: {e.strerror or e}") from None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client_id = client_id
+        self.correlation_id = 0
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self.correlation_id += 1
+        self.sock.sendall(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
+        (size,) = struct.unpack(">i", self._read(4))
+        cid, msg = decode_response(api_key, version, self._read(size))
+        if cid != self.correlation_id:
+            raise ClientError(f"response {cid} answers request {self.correlation_id}")
+        return msg
+
+    def _read(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:])
+            if k == 0:
+                raise ConnectionError("the broker closed the connection")
+            got += k
+        return bytes(buf)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+class SamsaClient:
+    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "samsa-spark") -> None:
+        self.bootstrap = [_hostport(x) for x in bootstrap.split(",") if x.strip()]
+        if not self.bootstrap:
+            raise ClientError("no bootstrap server given (kafka.bootstrap.servers is host:port[,host:port])")
+        self.timeout = timeout
+        self.client_id = client_id
+        self.brokers: dict[int, tuple[str, int]] = {}
+        self.leaders: dict[TopicPartition, int] = {}
+        self._conns: dict[tuple[str, int], _Connection] = {}
+        self._lock = threading.Lock()
+
+    # -- connections ------------------------------------------------------------------------
+
+    def _conn(self, addr: tuple[str, int]) -> _Connection:
+        c = self._conns.get(addr)
+        if c is None:
+            c = self._conns[addr] = _Connection(addr[0], addr[1], self.timeout, self.client_id)
+        return c
+
+    def _call(self, addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any]) -> Any:
+        try:
+            return self._conn(addr).request(api_key, version, body)
+        except (OSError, ConnectionError) as e:
+            stale = self._conns.pop(addr, None)
+            if stale is not None:
+                stale.close()
+            raise ClientError(f"request to broker {addr[0]}:{addr[1]} failed: {e}") from None
+
+    def _any(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        errors = []
+        for addr in list(self.brokers.values()) + self.bootstrap:
+            try:
+                return self._call(addr, api_key, version, body)
+            except ClientError as e:
+                errors.append(str(e))
+        raise ClientError("no broker reachable: " + "; ".join(dict.fromkeys(errors)))
+
+    def close(self) -> None:
+        for c in self._conns.values():
+            c.close()
+        self._conns.clear()
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def metadata(self, topics: Iterable[str] | None = None) -> dict[str, dict[int, int]]:
+        """{topic: {partition: leader}} for `topics` (None: every topic); unknown topics are
+        left out. Also refreshes the broker addresses and leaders used by the other calls."""
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False}
+        resp = self._any(3, 9, body)
+        self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
+        out: dict[str, dict[int, int]] = {}
+        for t in resp.topics:
+            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or t.name.startswith("__"):
+                continue
+            out[t.name] = {p.partition_index: p.leader_id for p in t.partitions}
+            for p in t.partitions:
+                self.leaders[(t.name, p.partition_index)] = p.leader_id
+        return out
+
+    def _leader_addr(self, tp: TopicPartition) -> tuple[str, int]:
+        leader = self.leaders.get(tp, -1)
+        if leader < 0 or leader not in self.brokers:
+            self.metadata([tp[0]])
+            leader = self.leaders.get(tp, -1)
+        if leader < 0 or leader not in self.brokers:
+            raise ClientError(f"{tp[0]}-{tp[1]} has no leader (is the topic there and a broker up?)")
+        return self.brokers[leader]
+
+    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[tuple[str, int], list[TopicPartition]]:
+        groups: dict[tuple[str, int], list[TopicPartition]] = {}
+        for tp in tps:
+            groups.setdefault(self._leader_addr(tp), []).append(tp)
+        return groups
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def list_offsets(self, tps: Iterable[TopicPartition], timestamp: int | dict[TopicPartition, int],
+                     *, retries: int = 20) -> dict[TopicPartition, int]:
+        """Offsets by timestamp (-2 earliest, -1 latest = the high watermark); -1 where no
+        record has that timestamp or later."""
+        todo = sorted(set(tps))
+        out: dict[TopicPartition, int] = {}
+        for attempt in range(retries):
+            retry: list[TopicPartition] = []
+            for addr, group in self._by_leader(todo).items():
+                topics: dict[str, list[dict[str, int]]] = {}
+                for t, p in group:
+                    ts = timestamp[(t, p)] if isinstance(timestamp, dict) else timestamp
+                    topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1,
+                                                     "timestamp": ts})
+                resp = self._call(addr, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": t, "partitions": ps} for t, ps in topics.items()]})
+                for t in resp.topics:
+                    for p in t.partitions:
+                        code = ErrorCode(p.error_code)
+                        if code == ErrorCode.NONE:
+                            out[(t.name, p.partition_index)] = p.offset
+                        elif code in RETRIABLE:
+                            retry.append((t.name, p.partition_index))
+                        else:
+                            raise ClientError(f"ListOffsets for {t.name}-{p.partition_index} failed: {code.name}")
+            if not retry:
+                return out
+            todo = retry
+            self.leaders = {k: v for k, v in self.leaders.items() if k not in retry}
+            time.sleep(min(0.05 * (attempt + 1), 0.5))  # a leader is moving: back off, then ask again
+        raise ClientError(f"ListOffsets kept failing for {todo} (leaders moving?)")
+
+    # -- fetch ------------------------------------------------------------------------------
+
+    def fetch(self, tp: TopicPartition, offset: int, max_bytes: int = 8 << 20, *, max_wait_ms: int = 500,
+              retries: int = 20) -> tuple[bytes, int, int]:
+        """(record batch bytes from `offset`, high watermark, log start offset) of one
+        partition; the bytes may be empty (nothing yet) or end in a partial batch."""
+        for attempt in range(retries):
+            addr = self._leader_addr(tp)
+            body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
+                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": tp[0], "partitions": [{
+                        "partition": tp[1], "current_leader_epoch": -1, "fetch_offset": offset,
+                        "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                    "forgotten_topics_data": [], "rack_id": ""}
+            resp = self._call(addr, 1, 12, body)
+            part = resp.responses[0].partitions[0]
+            code = ErrorCode(part.error_code)
+            if code == ErrorCode.NONE:
+                return bytes(part.records or b""), part.high_watermark, part.log_start_offset
+            if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                raise OffsetOutOfRange(tp, offset, part.log_start_offset, part.high_watermark)
+            if code not in RETRIABLE:
+                raise ClientError(f"Fetch of {tp[0]}-{tp[1]} at {offset} failed: {code.name}")
+            self.leaders.pop(tp, None)
+            time.sleep(min(0.05 * (attempt + 1), 0.5))
+        raise ClientError(f"Fetch of {tp[0]}-{tp[1]} kept failing (its leader is moving?)")
+
+
+class OffsetOutOfRange(ClientError):
+    def __init__(self, tp: TopicPartition, offset: int, log_start: int, high_watermark: int) -> None:
+        super().__init__(f"offset {offset} of {tp[0]}-{tp[1]} is out of range [{log_start}, {high_watermark}]")
+        self.tp, self.offset, self.log_start, self.high_watermark = tp, offset, log_start, high_watermark
+
+
+_POOL: dict[str, SamsaClient] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def client_for(bootstrap: str) -> SamsaClient:
+    """One client per bootstrap string per process (executors reuse theirs across tasks)."""
+    with _POOL_LOCK:
+        c = _POOL.get(bootstrap)
+        if c is None:
+            c = _POOL[bootstrap] = SamsaClient(bootstrap)
+        return c
+
+
+def _hostport(text: str) -> tuple[str, int]:
+    host, _, port = text.strip().rpartition(":")
+    if not host or not port.isdigit():
+        raise ClientError(f"bad bootstrap server {text.strip()!r}: expected host:port")
+    return host.strip("[]"), int(port)
