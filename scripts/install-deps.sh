@@ -5,7 +5,7 @@
 #   Debian packages: kcat (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, with Java, for the
 #                    cluster tests), nodejs + npm (only if `node`
 #                    is missing), python3-venv (only if a venv must be made with Debian's python)
-#   Python:          .venv with python >= 3.11, then `pip install -e '.[test]'`
+#   Python:          .venv with python >= 3.11, then `pip install -e '.[test,spark]'`
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
 #
 # Runs as root, or through sudo when not root.
@@ -57,7 +57,7 @@ TEST_DEPS=1
 
 # --- Debian packages ---------------------------------------------------------------------
 if [ "$TEST_DEPS" = 1 ]; then
-    apt_install kcat zookeeper
+    apt_install kcat zookeeper openjdk-17-jre-headless  # Java 17: ZooKeeper and the local Spark
     if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
         step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
     else
@@ -92,8 +92,8 @@ else
 fi
 
 if [ "$TEST_DEPS" = 1 ]; then
-    step "pip: installing samsa (editable) with the test extra"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+    step "pip: installing samsa (editable) with the test and spark extras (PySpark is ~320 MB the first time)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark]'
 else
     step "pip: installing samsa (editable)"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e .

@@ -1,5 +1,17 @@
-"""PySpark Python Data Source for Samsa topics (issue 5), with Spark's Kafka-source options.
+"""Samsa for Spark: a PySpark data source with the options and schema of Spark's Kafka source.
 
-`options` parses and validates the options, `offsets` handles Spark's per-partition offset JSON
-and the micro-batch planning arithmetic, `arrow` decodes record batches into Arrow columns.
+`spark.read.format("samsa")` / `spark.readStream.format("samsa")` work without registration
+once `pip install samsa[spark]` is done (PySpark discovers the top-level `pyspark_samsa`);
+`samsa.spark.register(spark)` registers it explicitly.
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(spark: Any) -> None:
+    """Register the "samsa" data source with a SparkSession."""
+    from samsa.spark.source import SamsaDataSource
+
+    spark.dataSource.register(SamsaDataSource)
