@@ -22,7 +22,6 @@ def client_host(ctx: Any) -> str:
 def run(ctx: Any, shard: Any, op: Callable[[], Any]) -> Any:
     """Run a shard operation, then append its records before the answer goes out (and, with
     replicas, wait until they have them)."""
-    required = None
     try:
         result = op()
     finally:
@@ -44,12 +43,13 @@ def run_delayed(ctx: Any, shard: Any, op: Callable[[Callable[[dict[str, Any]], N
         if not fut.done():
             fut.set_result(body)
 
-    waiting = run(ctx, shard, lambda: op(respond))
-    if asyncio.iscoroutine(waiting):  # replication of this call's records, then the answer
-        waiting.close()
-        return ctx.broker.groups.replicated(shard.partition, ctx.broker.replicas.get(
-            "__consumer_offsets", shard.partition).log.log_end_offset, fut)
-    return fut
+    try:
+        op(respond)
+    finally:
+        required = ctx.broker.groups.commit(shard)
+    if required is None:
+        return fut
+    return ctx.broker.groups.replicated(shard.partition, required, fut)  # replicated, then the answer
 
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)

@@ -132,9 +132,6 @@ class Broker:
 
     # -- following the cluster's metadata (called by ClusterView, on the loop) ----------------
 
-    def on_brokers_changed(self, old: set[int], new: set[int]) -> None:
-        pass  # fetchers reconnect by themselves; the controller re-elects
-
     def on_controller_changed(self, controller_id: int) -> None:
         self.controller_id = controller_id
         if controller_id == -1 and not self._closing:

@@ -68,7 +68,6 @@ class ClusterView:
         self._state_watches: dict[tuple[str, int], Any] = {}
         self._watches: list[Any] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
-        self.started = False
 
     # -- start / stop ---------------------------------------------------------------------------
 
@@ -82,7 +81,6 @@ class ClusterView:
         for entity in (str(self.broker.node_id), zkdata.DEFAULT_BROKER):
             self._watches.append(store.watch_data(zkdata.broker_config_path(entity), self._on_broker_config,
                                                   loop=loop))
-        self.started = True
 
     def stop(self) -> None:
         for w in self._watches:
@@ -99,10 +97,6 @@ class ClusterView:
             if not fut.done():
                 fut.set_result(False)
         self._waiters.clear()
-
-    def reset(self) -> None:
-        """After a new ZooKeeper session: watches are re-armed by the store; forget versions."""
-        self.started = False
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -180,7 +174,6 @@ class ClusterView:
             return
         if set(fresh) != old:
             log.info("Live brokers: %s", ",".join(map(str, sorted(fresh))) or "none")
-        self.broker.on_brokers_changed(old, set(fresh))
         self._changed()
 
     @guarded
@@ -273,6 +266,3 @@ class ClusterView:
             self.states[(topic, partition)] = state
             self._changed()
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)

@@ -42,6 +42,7 @@ log = logging.getLogger("samsa.replication")
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
 PAUSE_S = 0.2
+NO_THROTTLE = 2**63 - 1  # the rate configs default to Long.MAX_VALUE: no throttle
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID}
 
@@ -292,7 +293,7 @@ class ReplicaFetcherManager:
     def throttled(self, p: Partition) -> bool:
         """Kafka's replication quota: this follower replica is listed in the topic's
         follower.replication.throttled.replicas and the broker has a rate."""
-        if int(self.broker.config.get("follower.replication.throttled.rate")) >= 2**63 - 1:
+        if int(self.broker.config.get("follower.replication.throttled.rate")) >= NO_THROTTLE:
             return False
         replicas = self.broker.topic_config(p.topic, "follower.replication.throttled.replicas") or []
         if isinstance(replicas, str):
