@@ -1,0 +1,1 @@
+"""The realtime data pipeline: acquisition → Samsa → Spark → storage → dashboard (`contract.py`)."""
