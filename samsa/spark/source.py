@@ -71,14 +71,26 @@ class SamsaDataSource(DataSource):
         return "samsa"
 
     def schema(self) -> str:
-        headers = str(self.options.get("includeheaders", self.options.get("includeHeaders", "false"))).lower()
-        return SCHEMA + (HEADERS if headers == "true" else "")
+        # Spark asks for the schema when the query is defined (`load()`), so options and the
+        # topics are checked here: a mistake surfaces at once, as one short error.
+        try:
+            opts = _options(self.options, streaming=False)
+            if not current_partitions(opts) and opts.subscribe_pattern is None:
+                raise SamsaSourceError(_no_topic(opts))
+        except SamsaSourceError as e:
+            raise SamsaSourceError(str(e)) from None
+        return SCHEMA + (HEADERS if opts.include_headers else "")
 
     def reader(self, schema: StructType) -> "SamsaBatchReader":
         return SamsaBatchReader(_options(self.options, streaming=False))
 
     def streamReader(self, schema: StructType) -> "SamsaStreamReader":
-        return SamsaStreamReader(_options(self.options, streaming=True))
+        try:
+            return SamsaStreamReader(_options(self.options, streaming=True))
+        except SamsaSourceError as e:
+            # PySpark 4.3's streaming runner hides an error raised here behind an
+            # UnboundLocalError of its own; the first planning call raises it instead.
+            return _FailedStreamReader(str(e))  # type: ignore[return-value]
 
 
 def _options(raw: Any, streaming: bool) -> SourceOptions:
@@ -274,3 +286,22 @@ def _no_topic(opts: SourceOptions) -> str:
             f"assign={opts.assign}" if opts.assign else f"subscribePattern={opts.subscribe_pattern}")
     return (f"no topic-partition to read for {what} at kafka.bootstrap.servers={opts.bootstrap_servers}: "
             "create the topic first, or check the option")
+
+
+class _FailedStreamReader(DataSourceStreamReader):
+    """Stands in for a stream reader whose options are wrong: the query fails at its first step."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def initialOffset(self) -> dict:
+        raise SamsaSourceError(self.message)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        raise SamsaSourceError(self.message)
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        raise SamsaSourceError(self.message)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        raise SamsaSourceError(self.message)
