@@ -2,10 +2,12 @@
 # Install what Samsa's build and tests need on a fresh Debian 12 machine. Safe to run again:
 # each step checks first and skips what is already there.
 #
-#   Debian packages: kcat (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, with Java, for the
-#                    cluster tests), nodejs + npm (only if `node`
-#                    is missing), python3-venv (only if a venv must be made with Debian's python)
-#   Python:          .venv with python >= 3.11, then `pip install -e '.[test,spark]'`
+#   Debian packages: openjdk-17-jre-headless (Spark, and ZooKeeper), and for the tests: kcat
+#                    (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, for the cluster tests),
+#                    chromium (the dashboard's browser test), nodejs + npm (only if `node` is
+#                    missing), python3-venv (only if a venv must be made with Debian's python)
+#   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
+#                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
 #
 # Runs as root, or through sudo when not root.
@@ -57,12 +59,15 @@ TEST_DEPS=1
 
 # --- Debian packages ---------------------------------------------------------------------
 if [ "$TEST_DEPS" = 1 ]; then
-    apt_install kcat zookeeper openjdk-17-jre-headless  # Java 17: ZooKeeper and the local Spark
+    # Java 17: ZooKeeper and the local Spark; Chromium renders the dashboard in its test
+    apt_install kcat zookeeper openjdk-17-jre-headless chromium fonts-dejavu-core
     if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
         step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
     else
         apt_install nodejs npm
     fi
+else
+    apt_install openjdk-17-jre-headless  # the demo's Spark job runs on a local JVM
 fi
 
 # --- Python venv -------------------------------------------------------------------------
@@ -92,11 +97,11 @@ else
 fi
 
 if [ "$TEST_DEPS" = 1 ]; then
-    step "pip: installing samsa (editable) with the test and spark extras (PySpark is ~320 MB the first time)"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,spark]'
+    step "pip: installing samsa (editable) with the test and pipeline extras (PySpark is ~320 MB the first time)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
 else
-    step "pip: installing samsa (editable)"
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e .
+    step "pip: installing samsa (editable) with the pipeline extra (PySpark is ~320 MB the first time)"
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[pipeline]'
 fi
 # Byte-compile now: start-up time matters and PYTHONDONTWRITEBYTECODE may be set.
 step "python: byte-compiling samsa"

@@ -1,0 +1,383 @@
+"""The pipeline's processing: a PySpark Structured Streaming job over Samsa topics.
+
+    sensor_readings ──samsa source──► parse + validate ─┬─ bad ──► pipeline_dlq (samsa sink)
+                                                       ├─ good ─► <data>/readings/date=D/  (Spark's parquet sink)
+                                                       └─ good ─► event-time windows ──► aqi_aggregates, aqi_alerts,
+                                                                                          <data>/aggregates/date=D/
+
+Three streaming queries share one definition of the parsed stream, each with its own
+checkpoint under `<data>/checkpoints/`, so a restarted job resumes exactly where it stopped:
+
+- `readings`: valid readings into a parquet dataset partitioned by date through Spark's file
+  sink (exactly once through its checkpoint and metadata log);
+- `dlq`: records the job cannot use, with the reason, into the dead-letter topic (at least
+  once, like any Kafka sink);
+- `aggregates`: one stateful aggregation computes three kinds of windows at once — per city 1-minute
+  tumbling and 5-minute sliding (1-minute slide), per sensor 1-minute tumbling — by giving every
+  reading one row per window it belongs to and grouping on (kind, key, window end) with a
+  watermark on the window end. Output mode is update, so a window appears on the dashboard
+  within one trigger and is refined as late readings arrive; each micro-batch's windows are
+  written to the aggregates topic (keyed, so the latest value of a window wins), alerts go to
+  the alerts topic, and the batch is stored as `aggregates/date=D/batch-<id>.parquet`. A
+  replayed batch (after a crash) rewrites the same file, so storage holds every window update
+  exactly once; the `windows` view of `samsa pipeline query` keeps each window's latest update.
+
+After every micro-batch of `aggregates` the driver publishes a status record (rows, rates,
+end offsets) to `pipeline_status`, which is what the dashboard's lag and health use.
+
+Run it with `samsa pipeline run`, or with spark-submit (the master then comes from spark-submit):
+
+    spark-submit --master spark://host:7077 samsa/pipeline/job.py --bootstrap-server b1:9092,b2:9092
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from samsa.pipeline import aqi, contract
+
+log = logging.getLogger("samsa.pipeline.job")
+
+READING_SCHEMA = ("sensor_id STRING, city STRING, lat DOUBLE, lon DOUBLE, ts LONG, pm25 DOUBLE, pm10 DOUBLE, "
+                  "no2 DOUBLE, o3 DOUBLE, temperature DOUBLE, _corrupt_record STRING")
+REQUIRED = ("sensor_id", "city", "ts", "pm25", "pm10")
+# plausible ranges; outside them a reading is a faulty sensor's, not air
+LIMITS = {"pm25": (0.0, 1000.0), "pm10": (0.0, 2000.0), "no2": (0.0, 2000.0), "o3": (0.0, 1000.0),
+          "temperature": (-90.0, 60.0)}
+FUTURE_MS = 5 * 60_000
+KINDS = (("city_1m", 60_000), ("city_5m", 300_000), ("sensor_1m", 60_000))
+
+
+@dataclass
+class JobConfig:
+    bootstrap: str = "127.0.0.1:9092"
+    data_dir: Path = Path("samsa-pipeline-data")
+    trigger: str = "2 seconds"
+    watermark: str = "2 minutes"
+    alert_aqi: int = aqi.ALERT_THRESHOLD
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    topics: dict[str, str] = field(default_factory=lambda: {
+        "readings": contract.READINGS, "dlq": contract.DLQ, "aggregates": contract.AGGREGATES,
+        "alerts": contract.ALERTS, "status": contract.STATUS})
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.data_dir / "checkpoints"
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+def parsed_stream(spark: Any, cfg: JobConfig) -> Any:
+    """The readings topic as rows of the contract's fields plus `reason` (null when valid)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap)
+              .option("subscribe", cfg.topics["readings"]).option("startingOffsets", cfg.starting_offsets)
+              .option("failOnDataLoss", "false"))
+    if cfg.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    raw = reader.load().select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
+    e = F.from_json("raw", READING_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record"})
+    df = raw.withColumn("e", e)
+    reason = F.when(F.col("raw").isNull() | F.json_object_keys("raw").isNull(), F.lit("malformed JSON"))
+    reason = reason.when(F.col("e._corrupt_record").isNotNull(), F.lit("a field has the wrong type"))
+    for name in REQUIRED:
+        reason = reason.when(F.col(f"e.{name}").isNull(), F.lit(f"missing field {name}"))
+    for name, (lo, hi) in LIMITS.items():
+        col = F.col(f"e.{name}")
+        what = "negative" if lo == 0 else "implausible"
+        reason = reason.when(col < lo, F.lit(f"{what} {name}")).when(col > hi, F.lit(f"implausible {name}"))
+    now_ms = F.unix_millis(F.current_timestamp())
+    reason = reason.when(F.col("e.ts") > now_ms + FUTURE_MS, F.lit("timestamp in the future"))
+    return df.select("key", "raw", "topic", "partition", "offset", "e.*", reason.alias("reason")).drop(
+        "_corrupt_record")
+
+
+def readings_query(parsed: Any, cfg: JobConfig) -> Any:
+    from pyspark.sql import functions as F
+
+    good = parsed.where("reason IS NULL").select(
+        *contract.READING_FIELDS, F.timestamp_millis("ts").alias("event_time"),
+        F.to_date(F.timestamp_millis("ts")).cast("string").alias("date"))
+    return (good.writeStream.queryName("readings").format("parquet").partitionBy("date")
+            .option("path", str(cfg.data_dir / "readings"))
+            .option("checkpointLocation", str(cfg.checkpoints / "readings"))
+            .trigger(processingTime=cfg.trigger).start())
+
+
+def dlq_query(parsed: Any, cfg: JobConfig) -> Any:
+    from pyspark.sql import functions as F
+
+    bad = parsed.where("reason IS NOT NULL").select(
+        "key", F.to_json(F.struct("reason", "topic", "partition", "offset", "raw")).alias("value"))
+    return (bad.writeStream.queryName("dlq").format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap)
+            .option("topic", cfg.topics["dlq"]).option("checkpointLocation", str(cfg.checkpoints / "dlq"))
+            .trigger(processingTime=cfg.trigger).start())
+
+
+def windowed(parsed: Any, cfg: JobConfig) -> Any:
+    """One row per (kind, key, window) with count, averages and maxima: a single stateful step."""
+    from pyspark.sql import functions as F
+
+    good = parsed.where("reason IS NULL")
+    minute = F.col("ts") - F.pmod(F.col("ts"), F.lit(60_000))
+
+    def win(kind: str, key: Any, start: Any, length: int, sensor: Any) -> Any:
+        return F.struct(F.lit(kind).alias("kind"), key.alias("key"), sensor.alias("sensor_id"),
+                        start.alias("start"), (start + F.lit(length)).alias("end"))
+
+    no_sensor = F.lit(None).cast("string")
+    windows = [win("city_1m", F.col("city"), minute, 60_000, no_sensor),
+               win("sensor_1m", F.col("sensor_id"), minute, 60_000, F.col("sensor_id"))]
+    windows += [win("city_5m", F.col("city"), minute - F.lit(k * 60_000), 300_000, no_sensor) for k in range(5)]
+    rows = good.select("*", F.explode(F.array(*windows)).alias("w")).select(
+        "w.kind", "w.key", "w.sensor_id", "city", F.col("w.start").alias("window_start"),
+        F.timestamp_millis("w.end").alias("window_end_t"), "ts", "lat", "lon", *contract.POLLUTANTS,
+        "temperature")
+    return (rows.withWatermark("window_end_t", cfg.watermark)
+            .groupBy("kind", "key", "window_end_t", "window_start", "city", "sensor_id")
+            .agg(F.count("*").alias("count"), F.avg("pm25").alias("pm25_avg"), F.max("pm25").alias("pm25_max"),
+                 F.avg("pm10").alias("pm10_avg"), F.max("pm10").alias("pm10_max"), F.avg("no2").alias("no2_avg"),
+                 F.avg("o3").alias("o3_avg"), F.avg("temperature").alias("temperature_avg"),
+                 F.first("lat").alias("lat"), F.first("lon").alias("lon"), F.max("ts").alias("last_event_ts")))
+
+
+# --------------------------------------------------------------------------- per micro-batch
+
+
+class AggregatesWriter:
+    """foreachBatch of the `aggregates` query: topics and one parquet file per batch."""
+
+    def __init__(self, cfg: JobConfig) -> None:
+        self.cfg = cfg
+        self._producer: Any = None
+        self.windows_written = 0
+        self.alerts_sent = 0
+
+    def producer(self) -> Any:
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            self._producer = Producer({"bootstrap.servers": self.cfg.bootstrap, "linger.ms": 5, "acks": "all",
+                                       "enable.idempotence": True, "client.id": "samsa-pipeline"})
+        return self._producer
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        table = df.toArrow()
+        if table.num_rows == 0:
+            return
+        rows = table.drop_columns(["window_end_t"]).to_pylist()
+        for r in rows:
+            r["window_end"] = r["window_start"] + (300_000 if r["kind"] == "city_5m" else 60_000)
+            r["aqi"] = aqi.aqi(r["pm25_avg"], r["pm10_avg"])
+            r["category"] = aqi.category(r["aqi"])
+            r["batch_id"] = batch_id
+        self._store(rows, batch_id)
+        p = self.producer()
+        alerts = 0
+        for r in rows:
+            p.produce(self.cfg.topics["aggregates"], key=f"{r['kind']}:{r['key']}", value=json.dumps(
+                {k: r[k] for k in ("kind", "city", "sensor_id", "window_start", "window_end", "count", "pm25_avg",
+                                   "pm25_max", "pm10_avg", "pm10_max", "no2_avg", "o3_avg", "temperature_avg", "aqi",
+                                   "category", "lat", "lon", "last_event_ts")}))
+            if r["kind"] == "city_1m" and r["aqi"] >= self.cfg.alert_aqi:
+                alerts += 1
+                p.produce(self.cfg.topics["alerts"], key=r["city"], value=json.dumps(
+                    {"city": r["city"], "window_start": r["window_start"], "window_end": r["window_end"],
+                     "aqi": r["aqi"], "category": r["category"], "threshold": self.cfg.alert_aqi,
+                     "pm25_avg": r["pm25_avg"]}))
+            p.poll(0)
+        left = p.flush(30)
+        if left:
+            raise RuntimeError(f"{left} aggregate records not acknowledged by {self.cfg.bootstrap} within 30 s")
+        self.windows_written += len(rows)
+        self.alerts_sent += alerts
+
+    def _store(self, rows: list[dict[str, Any]], batch_id: int) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        by_date: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            day = time.strftime("%Y-%m-%d", time.gmtime(r["window_start"] / 1000))
+            by_date.setdefault(day, []).append(r)
+        for day, part in by_date.items():
+            folder = self.cfg.data_dir / "aggregates" / f"date={day}"
+            folder.mkdir(parents=True, exist_ok=True)
+            final = folder / f"batch-{batch_id:010d}.parquet"
+            tmp = folder / f".batch-{batch_id:010d}.parquet.tmp"
+            pq.write_table(pa.Table.from_pylist(part), tmp)
+            os.replace(tmp, final)  # a replayed batch replaces its own file: exactly once
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.flush(10)
+            self._producer = None
+
+
+def aggregates_query(parsed: Any, cfg: JobConfig, writer: AggregatesWriter) -> Any:
+    return (windowed(parsed, cfg).writeStream.queryName("aggregates").outputMode("update")
+            .option("checkpointLocation", str(cfg.checkpoints / "aggregates"))
+            .foreachBatch(writer).trigger(processingTime=cfg.trigger).start())
+
+
+# --------------------------------------------------------------------------- the job
+
+
+class PipelineJob:
+    """The three queries, started and stopped together, and the status they publish."""
+
+    def __init__(self, spark: Any, cfg: JobConfig) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.writer = AggregatesWriter(cfg)
+        self.queries: list[Any] = []
+        self._stop = threading.Event()
+        self._monitor: threading.Thread | None = None
+        self.last_status: dict[str, Any] | None = None
+
+    def start(self) -> "PipelineJob":
+        self.cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        parsed = parsed_stream(self.spark, self.cfg)
+        self.queries = [aggregates_query(parsed, self.cfg, self.writer), readings_query(parsed, self.cfg),
+                        dlq_query(parsed, self.cfg)]
+        self._monitor = threading.Thread(target=self._publish_status, name="pipeline-status", daemon=True)
+        self._monitor.start()
+        return self
+
+    def failed(self) -> str | None:
+        """The first query's error, if one stopped with one."""
+        for q in self.queries:
+            if not q.isActive and q.exception() is not None:
+                return f"query {q.name} failed: {str(q.exception()).splitlines()[0]}"
+        return None
+
+    def consumed(self) -> dict[str, int]:
+        """How many records of the readings topic each query has finished (its end offsets' sum)."""
+        out = {}
+        for q in self.queries:
+            progress = q.lastProgress
+            total = 0
+            for source in (progress or {}).get("sources", []):
+                try:
+                    total += sum(json.loads(source.get("endOffset") or "{}").get(self.cfg.topics["readings"],
+                                                                                   {}).values())
+                except (ValueError, AttributeError):
+                    pass
+            out[q.name] = total
+        return out
+
+    def _publish_status(self) -> None:
+        seen = -1
+        agg = self.queries[0]
+        while not self._stop.wait(0.5):
+            try:
+                progress = agg.lastProgress
+            except Exception:  # the query is stopping
+                return
+            if not progress or progress["batchId"] == seen:
+                continue
+            seen = progress["batchId"]
+            end: dict[str, Any] = {}
+            for source in progress.get("sources", []):
+                try:
+                    end.update(json.loads(source.get("endOffset") or "{}"))
+                except ValueError:
+                    pass
+            status = {"ts": int(time.time() * 1000), "batch_id": seen, "input_rows": progress["numInputRows"],
+                      "input_rows_per_second": progress.get("inputRowsPerSecond") or 0.0,
+                      "processed_rows_per_second": progress.get("processedRowsPerSecond") or 0.0,
+                      "duration_ms": progress.get("durationMs", {}).get("triggerExecution", 0),
+                      "end_offsets": end, "windows_written": self.writer.windows_written,
+                      "alerts_sent": self.writer.alerts_sent}
+            self.last_status = status
+            try:
+                p = self.writer.producer()
+                p.produce(self.cfg.topics["status"], key="job", value=json.dumps(status))
+                p.poll(0)
+            except Exception as e:  # the broker is away: the next batch tries again
+                log.warning("cannot publish pipeline status: %s", e)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for q in self.queries:
+            try:
+                q.stop()
+            except Exception as e:  # already failed: its error was reported
+                log.debug("stopping %s: %s", q.name, e)
+        if self._monitor is not None:
+            self._monitor.join(5)
+        self.writer.close()
+
+
+def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False) -> Any:
+    """A SparkSession for the job: local[2] unless spark-submit or --master says otherwise."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
+        builder = builder.master("local[2]")
+    spark = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="Samsa brokers, host:port[,host:port]")
+    ap.add_argument("--data-dir", default="samsa-pipeline-data", help="where parquet data and checkpoints go")
+    ap.add_argument("--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)")
+    ap.add_argument("--trigger", default="2 seconds", help="micro-batch interval (default: 2 seconds)")
+    ap.add_argument("--watermark", default="2 minutes", help="how late a reading may arrive (default: 2 minutes)")
+    ap.add_argument("--alert-aqi", type=int, default=aqi.ALERT_THRESHOLD,
+                    help=f"AQI at which a city window raises an alert (default: {aqi.ALERT_THRESHOLD})")
+    ap.add_argument("--max-offsets-per-trigger", type=int, default=None, help="cap on records per micro-batch")
+    ap.add_argument("--starting-offsets", default="earliest", choices=("earliest", "latest"),
+                    help="where a new job starts reading (a restarted job resumes from its checkpoint)")
+    ap.add_argument("--spark-ui", action="store_true", help="serve Spark's web UI")
+
+
+def config_from(args: argparse.Namespace) -> JobConfig:
+    return JobConfig(bootstrap=args.bootstrap_server, data_dir=Path(args.data_dir), trigger=args.trigger,
+                     watermark=args.watermark, alert_aqi=args.alert_aqi, starting_offsets=args.starting_offsets,
+                     max_offsets_per_trigger=args.max_offsets_per_trigger)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry point (`samsa pipeline run` is the same with nicer output)."""
+    ap = argparse.ArgumentParser(prog="samsa-pipeline-job", description=__doc__.splitlines()[0])
+    add_arguments(ap)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    job = PipelineJob(spark_session(args.master, ui=args.spark_ui), config_from(args)).start()
+    try:
+        job.spark.streams.awaitAnyTermination()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        job.stop()
+    problem = job.failed()
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
