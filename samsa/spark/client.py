@@ -1,4 +1,4 @@
-"""The Spark source's Kafka client: Metadata, ListOffsets and raw Fetch over blocking sockets.
+"""The Spark data source's Kafka client: Metadata, ListOffsets, raw Fetch and Produce over blocking sockets.
 
 Why not confluent-kafka here: a consumer hands records one by one to Python, and the source
 wants whole record batches as bytes (decoded into Arrow columns in one pass, `arrow.py`).
@@ -6,15 +6,18 @@ So the driver and every executor speak the protocol themselves with Samsa's code
 blocking socket per broker, requests answered in order, leaders found through Metadata and
 refreshed when a broker says NOT_LEADER_OR_FOLLOWER. Clients are pooled per process by
 bootstrap string (`client_for`), never pickled: a reader carries options, not connections.
+The sink writes the same way: `produce` sends record batches the caller sealed (one per
+partition per request, as Produce v3+ requires), by leader, retrying retriable errors.
 """
 
 from __future__ import annotations
 
+import itertools
 import socket
 import struct
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
@@ -25,6 +28,11 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.FENCED_LEADER_EPOCH,
              ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.OFFSET_NOT_AVAILABLE, ErrorCode.REQUEST_TIMED_OUT}
+# Kafka's retriable produce errors; a retry may append a batch twice (at-least-once)
+PRODUCE_RETRIABLE = RETRIABLE | {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                                 ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.KAFKA_STORAGE_ERROR,
+                                 ErrorCode.NETWORK_EXCEPTION}
+PRODUCE_VERSION = 9  # flexible; Samsa and Kafka 4 accept 3-12
 
 
 class ClientError(Exception):
@@ -41,9 +49,13 @@ class _Connection:
         self.client_id = client_id
         self.correlation_id = 0
 
-    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+    def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
+        """Send a request that gets no response (Produce with acks=0)."""
         self.correlation_id += 1
         self.sock.sendall(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
+
+    def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        self.send(api_key, version, body)
         (size,) = struct.unpack(">i", self._read(4))
         cid, msg = decode_response(api_key, version, self._read(size))
         if cid != self.correlation_id:
@@ -85,9 +97,13 @@ class SamsaClient:
             c = self._conns[addr] = _Connection(addr[0], addr[1], self.timeout, self.client_id)
         return c
 
-    def _call(self, addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any]) -> Any:
+    def _call(self, addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any], *,
+              expect_response: bool = True) -> Any:
         try:
-            return self._conn(addr).request(api_key, version, body)
+            conn = self._conn(addr)
+            if not expect_response:
+                return conn.send(api_key, version, body)
+            return conn.request(api_key, version, body)
         except (OSError, ConnectionError) as e:
             stale = self._conns.pop(addr, None)
             if stale is not None:
@@ -110,11 +126,14 @@ class SamsaClient:
 
     # -- metadata ---------------------------------------------------------------------------
 
-    def metadata(self, topics: Iterable[str] | None = None) -> dict[str, dict[int, int]]:
+    def metadata(self, topics: Iterable[str] | None = None, *,
+                 allow_auto_create: bool = False) -> dict[str, dict[int, int]]:
         """{topic: {partition: leader}} for `topics` (None: every topic); unknown topics are
-        left out. Also refreshes the broker addresses and leaders used by the other calls."""
+        left out. Also refreshes the broker addresses and leaders used by the other calls.
+        `allow_auto_create` lets the broker create unknown topics if its
+        auto.create.topics.enable says so (as a producer's metadata request does)."""
         body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": False}
+                "allow_auto_topic_creation": allow_auto_create}
         resp = self._any(3, 9, body)
         self.brokers = {b.node_id: (b.host, b.port) for b in resp.brokers}
         out: dict[str, dict[int, int]] = {}
@@ -149,16 +168,30 @@ class SamsaClient:
         record has that timestamp or later."""
         todo = sorted(set(tps))
         out: dict[TopicPartition, int] = {}
-        for attempt in range(retries):
+        deadline = time.monotonic() + self.timeout
+        for attempt in itertools.count():
             retry: list[TopicPartition] = []
-            for addr, group in self._by_leader(todo).items():
+            try:
+                by_leader = self._by_leader(todo)
+            except ClientError:
+                if time.monotonic() > deadline:
+                    raise
+                by_leader = {}
+                retry = list(todo)
+            for addr, group in by_leader.items():
                 topics: dict[str, list[dict[str, int]]] = {}
                 for t, p in group:
                     ts = timestamp[(t, p)] if isinstance(timestamp, dict) else timestamp
                     topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1,
                                                      "timestamp": ts})
-                resp = self._call(addr, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-                    {"name": t, "partitions": ps} for t, ps in topics.items()]})
+                try:
+                    resp = self._call(addr, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+                        {"name": t, "partitions": ps} for t, ps in topics.items()]})
+                except ClientError:  # the leader went away: find the new one
+                    if time.monotonic() > deadline:
+                        raise
+                    retry.extend(group)
+                    continue
                 for t in resp.topics:
                     for p in t.partitions:
                         code = ErrorCode(p.error_code)
@@ -170,10 +203,12 @@ class SamsaClient:
                             raise ClientError(f"ListOffsets for {t.name}-{p.partition_index} failed: {code.name}")
             if not retry:
                 return out
+            if attempt >= retries and time.monotonic() > deadline:
+                raise ClientError(f"ListOffsets kept failing for {retry} (leaders moving?)")
             todo = retry
             self.leaders = {k: v for k, v in self.leaders.items() if k not in retry}
             time.sleep(min(0.05 * (attempt + 1), 0.5))  # a leader is moving: back off, then ask again
-        raise ClientError(f"ListOffsets kept failing for {todo} (leaders moving?)")
+        raise AssertionError("unreachable")
 
     # -- fetch ------------------------------------------------------------------------------
 
@@ -181,15 +216,18 @@ class SamsaClient:
               retries: int = 20) -> tuple[bytes, int, int]:
         """(record batch bytes from `offset`, high watermark, log start offset) of one
         partition; the bytes may be empty (nothing yet) or end in a partial batch."""
-        for attempt in range(retries):
-            addr = self._leader_addr(tp)
-            body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": tp[0], "partitions": [{
-                        "partition": tp[1], "current_leader_epoch": -1, "fetch_offset": offset,
-                        "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
-                    "forgotten_topics_data": [], "rack_id": ""}
-            resp = self._call(addr, 1, 12, body)
+        deadline = time.monotonic() + self.timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                resp = self._fetch_once(tp, offset, max_bytes, max_wait_ms)
+            except ClientError:  # the leader went away (a failover): find the new one until the timeout
+                if time.monotonic() > deadline:
+                    raise
+                self.leaders.pop(tp, None)
+                time.sleep(min(0.05 * attempt, 0.5))
+                continue
             part = resp.responses[0].partitions[0]
             code = ErrorCode(part.error_code)
             if code == ErrorCode.NONE:
@@ -198,9 +236,98 @@ class SamsaClient:
                 raise OffsetOutOfRange(tp, offset, part.log_start_offset, part.high_watermark)
             if code not in RETRIABLE:
                 raise ClientError(f"Fetch of {tp[0]}-{tp[1]} at {offset} failed: {code.name}")
+            if attempt >= retries and time.monotonic() > deadline:
+                raise ClientError(f"Fetch of {tp[0]}-{tp[1]} kept failing with {code.name} (its leader is moving?)")
             self.leaders.pop(tp, None)
-            time.sleep(min(0.05 * (attempt + 1), 0.5))
-        raise ClientError(f"Fetch of {tp[0]}-{tp[1]} kept failing (its leader is moving?)")
+            time.sleep(min(0.05 * attempt, 0.5))
+
+    def _fetch_once(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> Any:
+        addr = self._leader_addr(tp)
+        body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": tp[0], "partitions": [{
+                    "partition": tp[1], "current_leader_epoch": -1, "fetch_offset": offset,
+                    "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
+                "forgotten_topics_data": [], "rack_id": ""}
+        return self._call(addr, 1, 12, body)
+
+
+    # -- produce ----------------------------------------------------------------------------
+
+    def produce(self, batches: Mapping[TopicPartition, bytes], *, acks: int = -1, timeout_ms: int = 30_000,
+                retries: int = 10, backoff_ms: int = 100) -> dict[TopicPartition, int]:
+        """Append one sealed record batch to each topic-partition: {tp: base offset} (-1 with
+        acks=0, which gets no answer). One Produce request per leader. Retriable errors
+        (leader moved, not enough replicas, connection lost, ...) are retried up to `retries`
+        times with growing backoff and fresh leaders, so a batch may be written twice;
+        anything else raises ProduceError at once."""
+        todo = dict(batches)
+        out: dict[TopicPartition, int] = {}
+        why: dict[TopicPartition, str] = {}
+        for attempt in range(retries + 1):
+            retry: dict[TopicPartition, bytes] = {}
+            groups: dict[tuple[str, int], list[TopicPartition]] = {}
+            for tp in todo:
+                try:
+                    groups.setdefault(self._leader_addr(tp), []).append(tp)
+                except ClientError as e:  # no leader now (an election?): ask again after the backoff
+                    retry[tp], why[tp] = todo[tp], str(e)
+            for addr, group in groups.items():
+                topics: dict[str, list[dict[str, Any]]] = {}
+                for t, p in group:
+                    topics.setdefault(t, []).append({"index": p, "records": todo[(t, p)]})
+                body = {"transactional_id": None, "acks": acks, "timeout": timeout_ms,
+                        "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+                try:
+                    resp = self._call_slow(addr, body, acks, timeout_ms)
+                except ClientError as e:
+                    for tp in group:
+                        retry[tp], why[tp] = todo[tp], str(e)
+                    continue
+                if resp is None:
+                    out.update((tp, -1) for tp in group)
+                    continue
+                for t in resp.responses:
+                    for p in t.partition_responses:
+                        tp = (t.name, p.index)
+                        code = ErrorCode(p.error_code)
+                        if code == ErrorCode.NONE:
+                            out[tp] = p.base_offset
+                        elif code in PRODUCE_RETRIABLE:
+                            retry[tp], why[tp] = todo[tp], code.name + (f" ({p.error_message})" if p.error_message else "")
+                        else:
+                            raise ProduceError(tp, code, p.error_message)
+            if not retry:
+                return out
+            todo = retry
+            for tp in retry:
+                self.leaders.pop(tp, None)
+            if attempt < retries:
+                time.sleep(min(backoff_ms * (attempt + 1), 1000) / 1000)
+        tp = min(todo)
+        raise ClientError(f"Produce to {tp[0]}-{tp[1]} still failing after {retries} retries: {why[tp]}")
+
+    def _call_slow(self, addr: tuple[str, int], body: dict[str, Any], acks: int, timeout_ms: int) -> Any:
+        """A Produce request: the socket waits longer than the broker may (acks=all waits for
+        the in-sync replicas up to `timeout_ms`)."""
+        if acks == 0:
+            self._call(addr, 0, PRODUCE_VERSION, body, expect_response=False)
+            return None
+        conn = self._conn(addr)
+        conn.sock.settimeout(max(self.timeout, timeout_ms / 1000 + 5))
+        try:
+            return self._call(addr, 0, PRODUCE_VERSION, body)
+        finally:
+            if self._conns.get(addr) is conn:  # a failed call closed and dropped it
+                conn.sock.settimeout(self.timeout)
+
+
+class ProduceError(ClientError):
+    """A partition refused a batch with an error retrying does not fix."""
+
+    def __init__(self, tp: TopicPartition, code: ErrorCode, message: str | None) -> None:
+        super().__init__(f"Produce to {tp[0]}-{tp[1]} failed: {code.name}" + (f" ({message})" if message else ""))
+        self.tp, self.code = tp, code
 
 
 class OffsetOutOfRange(ClientError):
