@@ -20,6 +20,10 @@ TOOLS: dict[str, tuple[str, str]] = {
     "leader-election": ("samsa.cli.leader_election", "run preferred or unclean leader elections"),
     "reassign-partitions": ("samsa.cli.reassign_partitions", "generate, execute, verify and cancel partition reassignments"),
     "perf": ("samsa.cli.perf", "producer and consumer performance tests"),
+    "dashboard": ("samsa.cli.dashboard", "serve the realtime pipeline's live web dashboard"),
+    "ingest": ("samsa.cli.ingest", "feed the pipeline: simulated sensors, the pollution API, log files"),
+    "demo": ("samsa.cli.demo", "run the whole pipeline: broker, sensors, Spark job, dashboard"),
+    "pipeline": ("samsa.cli.pipeline", "the data pipeline's Spark job (run) and SQL over its results (query)"),
 }
 
 
