@@ -61,7 +61,8 @@ KINDS = (("city_1m", 60_000), ("city_5m", 300_000), ("sensor_1m", 60_000))
 class JobConfig:
     bootstrap: str = "127.0.0.1:9092"
     data_dir: Path = Path("samsa-pipeline-data")
-    trigger: str = "2 seconds"
+    trigger: str = "2 seconds"  # the windows: how fresh the dashboard is
+    storage_trigger: str = "10 seconds"  # readings into parquet, dead letters: fewer, larger batches
     watermark: str = "2 minutes"
     alert_aqi: int = aqi.ALERT_THRESHOLD
     starting_offsets: str = "earliest"
@@ -90,8 +91,12 @@ def parsed_stream(spark: Any, cfg: JobConfig) -> Any:
     raw = reader.load().select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
     e = F.from_json("raw", READING_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record"})
     df = raw.withColumn("e", e)
-    reason = F.when(F.col("raw").isNull() | F.json_object_keys("raw").isNull(), F.lit("malformed JSON"))
-    reason = reason.when(F.col("e._corrupt_record").isNotNull(), F.lit("a field has the wrong type"))
+    # from_json keeps a record it cannot fully parse in _corrupt_record: when no field came
+    # out either, the text is not a JSON object at all; otherwise a field has the wrong type
+    nothing = F.col("e.sensor_id").isNull() & F.col("e.city").isNull() & F.col("e.ts").isNull()
+    corrupt = F.col("e._corrupt_record").isNotNull()
+    reason = F.when(F.col("raw").isNull() | F.col("e").isNull() | (corrupt & nothing), F.lit("malformed JSON"))
+    reason = reason.when(corrupt, F.lit("a field has the wrong type"))
     for name in REQUIRED:
         reason = reason.when(F.col(f"e.{name}").isNull(), F.lit(f"missing field {name}"))
     for name, (lo, hi) in LIMITS.items():
@@ -113,7 +118,7 @@ def readings_query(parsed: Any, cfg: JobConfig) -> Any:
     return (good.writeStream.queryName("readings").format("parquet").partitionBy("date")
             .option("path", str(cfg.data_dir / "readings"))
             .option("checkpointLocation", str(cfg.checkpoints / "readings"))
-            .trigger(processingTime=cfg.trigger).start())
+            .trigger(processingTime=cfg.storage_trigger).start())
 
 
 def dlq_query(parsed: Any, cfg: JobConfig) -> Any:
@@ -123,7 +128,7 @@ def dlq_query(parsed: Any, cfg: JobConfig) -> Any:
         "key", F.to_json(F.struct("reason", "topic", "partition", "offset", "raw")).alias("value"))
     return (bad.writeStream.queryName("dlq").format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap)
             .option("topic", cfg.topics["dlq"]).option("checkpointLocation", str(cfg.checkpoints / "dlq"))
-            .trigger(processingTime=cfg.trigger).start())
+            .trigger(processingTime=cfg.storage_trigger).start())
 
 
 def windowed(parsed: Any, cfg: JobConfig) -> Any:
@@ -164,6 +169,7 @@ class AggregatesWriter:
         self._producer: Any = None
         self.windows_written = 0
         self.alerts_sent = 0
+        self.stopping = threading.Event()
 
     def producer(self) -> Any:
         if self._producer is None:
@@ -174,6 +180,16 @@ class AggregatesWriter:
         return self._producer
 
     def __call__(self, df: Any, batch_id: int) -> None:
+        try:
+            self._write(df, batch_id)
+        except Exception as e:
+            if self.stopping.is_set():  # the job is stopping: this batch runs again at the next start
+                raise RuntimeError(f"aggregates batch {batch_id} interrupted by the job's stop") from None
+            # one line of Python's error for Spark to carry, not a page of Java stack: Spark
+            # matches its message with a regex that overflows the stack on very long ones
+            raise RuntimeError(f"aggregates batch {batch_id} failed: {str(e).strip().splitlines()[0][:500]}") from None
+
+    def _write(self, df: Any, batch_id: int) -> None:
         table = df.toArrow()
         if table.num_rows == 0:
             return
@@ -309,10 +325,15 @@ class PipelineJob:
             except Exception as e:  # the broker is away: the next batch tries again
                 log.warning("cannot publish pipeline status: %s", e)
 
-    def stop(self) -> None:
+    def stop(self, grace: float = 10.0) -> None:
+        """Stop the queries, each between two micro-batches when one ends within `grace` s."""
         self._stop.set()
+        self.writer.stopping.set()
+        deadline = time.monotonic() + grace
         for q in self.queries:
             try:
+                while q.isActive and q.status.get("isTriggerActive") and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 q.stop()
             except Exception as e:  # already failed: its error was reported
                 log.debug("stopping %s: %s", q.name, e)
@@ -321,8 +342,22 @@ class PipelineJob:
         self.writer.close()
 
 
-def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False) -> Any:
-    """A SparkSession for the job: local[2] unless spark-submit or --master says otherwise."""
+LOG4J2 = """\
+# Spark's own log for the pipeline job: into a file, so the terminal keeps the job's status
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False,
+                  log_file: Path | None = None) -> Any:
+    """A SparkSession for the job: local[2] unless spark-submit or --master says otherwise.
+    With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -332,10 +367,15 @@ def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = Fa
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit
         builder = builder.master("local[2]")
-    spark = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             .config("spark.sql.streaming.stateStore.stateSchemaCheck", "true").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        config = log_file.with_name("spark-log4j2.properties")
+        config.write_text(LOG4J2.format(path=log_file.resolve()))
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{config.resolve()}")
+    spark = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN" if log_file is not None else "ERROR")
     return spark
 
 
@@ -343,7 +383,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--bootstrap-server", default="127.0.0.1:9092", help="Samsa brokers, host:port[,host:port]")
     ap.add_argument("--data-dir", default="samsa-pipeline-data", help="where parquet data and checkpoints go")
     ap.add_argument("--master", default=None, help="Spark master (default local[2]; spark-submit sets its own)")
-    ap.add_argument("--trigger", default="2 seconds", help="micro-batch interval (default: 2 seconds)")
+    ap.add_argument("--trigger", default="2 seconds", help="micro-batch interval of the windows (default: 2 seconds)")
+    ap.add_argument("--storage-trigger", default="10 seconds",
+                    help="micro-batch interval of the readings' parquet and the dead letters (default: 10 seconds)")
     ap.add_argument("--watermark", default="2 minutes", help="how late a reading may arrive (default: 2 minutes)")
     ap.add_argument("--alert-aqi", type=int, default=aqi.ALERT_THRESHOLD,
                     help=f"AQI at which a city window raises an alert (default: {aqi.ALERT_THRESHOLD})")
@@ -355,6 +397,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def config_from(args: argparse.Namespace) -> JobConfig:
     return JobConfig(bootstrap=args.bootstrap_server, data_dir=Path(args.data_dir), trigger=args.trigger,
+                     storage_trigger=args.storage_trigger,
                      watermark=args.watermark, alert_aqi=args.alert_aqi, starting_offsets=args.starting_offsets,
                      max_offsets_per_trigger=args.max_offsets_per_trigger)
 

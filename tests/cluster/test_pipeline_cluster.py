@@ -28,7 +28,8 @@ def test_pipeline_job_on_three_brokers_survives_a_leader_kill(spark: Any, cluste
     topics = {name: f"{name}-{suffix}" for name in ("readings", "dlq", "aggregates", "alerts", "status")}
     for t in topics.values():
         c.create_topic(t, partitions=2, rf=3, configs={"min.insync.replicas": "2"})
-    cfg = JobConfig(bootstrap=c.bootstrap, data_dir=tmp_path / "data", trigger="1 second", watermark="10 minutes",
+    cfg = JobConfig(bootstrap=c.bootstrap, data_dir=tmp_path / "data", trigger="1 second",
+                    storage_trigger="1 second", watermark="10 minutes",
                     topics=topics)
     now = int(time.time() * 1000)
     first = readings(400, now - 240_000, 180_000, seed=3)

@@ -97,6 +97,7 @@ def test_job_validates_aggregates_stores_and_resumes(spark: Any, broker: BrokerP
     for fut in admin.create_topics([NewTopic(t, 2, 1) for t in topics.values()]).values():
         fut.result(10)
     cfg = JobConfig(bootstrap=broker.bootstrap, data_dir=tmp_path / "data", trigger="1 second",
+                    storage_trigger="1 second",
                     watermark="10 minutes", topics=topics)
     now = int(time.time() * 1000)
     first = readings(600, now - 240_000, 180_000, seed=1)

@@ -1,0 +1,248 @@
+"""`samsa demo`: the whole realtime pipeline on this machine, in one command.
+
+    simulated sensors ─► Samsa broker ─► Spark job (samsa source) ─► parquet + topics ─► dashboard
+
+It starts an embedded broker (a `samsa broker` process with its data under --data-dir), the
+sensor simulator, the Spark Structured Streaming job and the web dashboard; prints where the
+dashboard is and a status line; and on Ctrl-C, SIGTERM or after --duration stops them all in
+order and exits 0. The results stay in --data-dir: `samsa pipeline query --data-dir D "SQL"`.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from samsa.cli.common import ArgumentParser, CliError
+from samsa.pipeline import contract
+
+PARTITIONS = {contract.READINGS: 2, contract.DLQ: 1, contract.AGGREGATES: 2, contract.ALERTS: 1, contract.STATUS: 1,
+              contract.RAW_HTTP: 1}
+
+
+def say(message: str) -> None:
+    print(f"==> {message}", flush=True)
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddedBroker:
+    """A `samsa broker` child process on 127.0.0.1 with its log under the data dir."""
+
+    def __init__(self, data_dir: Path, port: int) -> None:
+        self.data_dir = data_dir
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir / "broker.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> None:
+        config = self.data_dir / "broker.properties"
+        config.write_text("\n".join([
+            "node.id=0", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir / 'broker-data'}",
+            "num.partitions=2", "offsets.topic.num.partitions=4", "auto.create.topics.enable=true",
+            "retention.ms=86400000", ""]))
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "samsa", "broker", "start", str(config)],
+                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise CliError(f"the broker exited with code {self.proc.returncode}; see {self.log_path}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise CliError(f"the broker did not listen on {self.bootstrap} within {timeout:.0f} s; see {self.log_path}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def create_topics(bootstrap: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in PARTITIONS.items()], operation_timeout=10)
+    for topic, fut in futures.items():
+        try:
+            fut.result(15)
+        except Exception as e:
+            if "already exists" not in str(e).lower():
+                raise CliError(f"cannot create topic {topic}: {e}") from None
+
+
+class Lag:
+    """Records the Spark job has not finished yet: the readings' end offsets minus its status."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "samsa-demo-lag",
+                                  "enable.auto.commit": False, "log_level": 3})
+
+    def end_offsets(self) -> int:
+        from confluent_kafka import TopicPartition
+
+        return sum(self.consumer.get_watermark_offsets(TopicPartition(contract.READINGS, p), 2)[1]
+                   for p in range(PARTITIONS[contract.READINGS]))
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def run(argv: list[str]) -> int:
+    ap = ArgumentParser(prog="samsa demo", description=__doc__.split("\n\n")[0],
+                        epilog="Results stay in --data-dir; query them with `samsa pipeline query`.")
+    ap.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
+    ap.add_argument("--data-dir", default="samsa-demo", help="broker data, parquet and checkpoints (default: ./samsa-demo)")
+    ap.add_argument("--http-port", type=int, default=8050, help="dashboard port (default: 8050)")
+    ap.add_argument("--rate", type=float, default=2000, help="simulated sensor readings per second (default: 2000)")
+    ap.add_argument("--sensors", type=int, default=50, help="simulated sensors (default: 50)")
+    ap.add_argument("--broker-port", type=int, default=9092,
+                    help="the embedded broker's port (default: 9092, or a free one if taken)")
+    ap.add_argument("--trigger", default="2 seconds", help="Spark micro-batch interval (default: 2 seconds)")
+    args = ap.parse_args(argv)
+    if args.rate <= 0 or args.sensors <= 0:
+        raise CliError("--rate and --sensors must be positive")
+    if args.duration is not None and args.duration <= 0:
+        raise CliError("--duration must be positive")
+    if not port_free(args.http_port):
+        raise CliError(f"port {args.http_port} is in use: pass --http-port with a free port")
+    data = Path(args.data_dir).resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    return Demo(args, data).run()
+
+
+class Demo:
+    def __init__(self, args: Any, data: Path) -> None:
+        self.args = args
+        self.data = data
+        self.stop_event = threading.Event()
+        self.parts: list[tuple[str, Any]] = []  # (name, stop callable), stopped in reverse order
+
+    def run(self) -> int:
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        try:
+            self._start()
+            self._watch()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            print(flush=True)
+            self._stop_all()
+        say(f"stopped; results kept in {self.data}")
+        print(f"    try: samsa pipeline query --data-dir {self.data} "
+              "\"SELECT city, max(aqi) AS worst_aqi FROM windows WHERE kind = 'city_1m' GROUP BY city ORDER BY 2 DESC\"")
+        return 0
+
+    def _start(self) -> None:
+        port = self.args.broker_port if port_free(self.args.broker_port) else free_port()
+        broker = EmbeddedBroker(self.data, port)
+        say(f"starting the Samsa broker on {broker.bootstrap} (log: {broker.log_path})")
+        broker.start()
+        self.parts.append(("broker", broker.stop))
+        self.bootstrap = broker.bootstrap
+        create_topics(self.bootstrap)
+
+        from samsa.pipeline.dashboard import Dashboard
+
+        dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port)
+        dashboard.start()
+        self.parts.append(("dashboard", dashboard.stop))
+        self.dashboard_url = dashboard.url
+        say(f"dashboard: {dashboard.url}")
+
+        spark_log = self.data / "spark.log"
+        say(f"starting Spark (local[2]) and the pipeline job (Spark's log: {spark_log})")
+        from samsa.pipeline.job import JobConfig, PipelineJob, spark_session
+
+        self.spark = spark_session(None, app="samsa-demo", log_file=spark_log)
+        self.parts.append(("spark", self.spark.stop))
+        # a micro-batch holds at most ~5 s of readings, so a slow start never makes one huge batch
+        cap = max(10_000, int(self.args.rate * 5))
+        self.job = PipelineJob(self.spark, JobConfig(bootstrap=self.bootstrap, data_dir=self.data,
+                                                     trigger=self.args.trigger, max_offsets_per_trigger=cap)).start()
+        self.parts.append(("pipeline job", self.job.stop))
+        self.lag = Lag(self.bootstrap)
+        self.parts.append(("lag probe", self.lag.close))
+
+        from samsa.pipeline.ingest.simulate import Simulator
+
+        self.simulator = Simulator(self.bootstrap, topic=contract.READINGS, rate=self.args.rate,
+                                   sensors=self.args.sensors)
+        sim_stop = threading.Event()
+        sim_done = threading.Event()
+
+        def simulate() -> None:
+            try:
+                self.simulator.run(sim_stop)
+            finally:
+                sim_done.set()
+
+        threading.Thread(target=simulate, name="simulator", daemon=True).start()
+        self.parts.append(("simulator", lambda: (sim_stop.set(), sim_done.wait(30))))
+        say(f"simulating {self.args.sensors} sensors at {self.args.rate:,.0f} readings/s into {contract.READINGS}")
+        say(f"running: open {self.dashboard_url} (the first windows appear within a few triggers) — Ctrl-C stops everything")
+
+    def _watch(self) -> None:
+        deadline = None if self.args.duration is None else time.monotonic() + self.args.duration
+        last_sent, last_t = int(self.simulator.stats()["acked"]), time.monotonic()
+        while not self.stop_event.wait(2.0):
+            problem = self.job.failed()
+            if problem:
+                raise CliError(problem)
+            now = time.monotonic()
+            stats = self.simulator.stats()
+            sent = int(stats["acked"])
+            rate = (sent - last_sent) / (now - last_t)
+            last_sent, last_t = sent, now
+            status = self.job.last_status or {}
+            done = sum(status.get("end_offsets", {}).get(contract.READINGS, {}).values())
+            try:
+                lag = f"{max(0, self.lag.end_offsets() - done):,}" if status else "starting"
+            except Exception:
+                lag = "?"
+            print(f"\ringest {rate:8,.0f} ev/s | job lag {lag:>9} | windows {self.job.writer.windows_written:,} | "
+                  f"alerts {self.job.writer.alerts_sent:,} | {self.dashboard_url}  ", end="", flush=True)
+            if deadline is not None and now >= deadline:
+                break
+
+    def _stop_all(self) -> None:
+        for name, stop in reversed(self.parts):
+            try:
+                stop()
+            except Exception as e:  # keep stopping the rest
+                print(f"stopping the {name}: {e}", file=sys.stderr)
+        self.parts.clear()
