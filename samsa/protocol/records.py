@@ -70,6 +70,7 @@ __all__ = [
     "decode_records",
     "iter_all_records",
     "scan_batches",
+    "seal_batch",
 ]
 
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # 49: a batchLength covering the header alone
@@ -361,6 +362,36 @@ def build_batch(
             _put_bytes(one, header_value)
         _put_varint(body, len(one))
         body += one
+    return seal_batch(body, len(records), base_timestamp, max(timestamps), base_offset=base_offset,
+                      compression=compression, producer_id=producer_id, producer_epoch=producer_epoch,
+                      base_sequence=base_sequence, partition_leader_epoch=partition_leader_epoch,
+                      log_append_time=log_append_time, transactional=transactional, control=control,
+                      compression_level=compression_level)
+
+
+def seal_batch(
+    body: _Buffer,
+    record_count: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    *,
+    base_offset: int = 0,
+    compression: int = 0,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    log_append_time: bool = False,
+    transactional: bool = False,
+    control: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Wrap an encoded records section (`record_count` records, offset deltas 0..n-1) in a
+    batch header: compress it with the codec, then stamp the length and CRC-32C."""
+    if record_count <= 0:
+        raise ValueError("a record batch holds at least one record")
+    if compression not in _CODECS:
+        raise UnsupportedCompression(f"unknown compression codec {compression}")
     payload = body if compression == 0 else _compress(compression, body, compression_level)
     attributes = compression
     if log_append_time:
@@ -373,8 +404,8 @@ def build_batch(
     HEADER.pack_into(
         out, 0,
         base_offset, MIN_BATCH_LENGTH + len(payload), partition_leader_epoch, MAGIC_V2, 0,
-        attributes, len(records) - 1, base_timestamp, max(timestamps),
-        producer_id, producer_epoch, base_sequence, len(records),
+        attributes, record_count - 1, base_timestamp, max_timestamp,
+        producer_id, producer_epoch, base_sequence, record_count,
     )  # fmt: skip
     out += payload
     _CRC.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))

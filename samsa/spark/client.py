@@ -258,13 +258,15 @@ class SamsaClient:
                 retries: int = 10, backoff_ms: int = 100) -> dict[TopicPartition, int]:
         """Append one sealed record batch to each topic-partition: {tp: base offset} (-1 with
         acks=0, which gets no answer). One Produce request per leader. Retriable errors
-        (leader moved, not enough replicas, connection lost, ...) are retried up to `retries`
-        times with growing backoff and fresh leaders, so a batch may be written twice;
-        anything else raises ProduceError at once."""
+        (leader moved or dead, not enough replicas, connection lost, ...) are retried with
+        growing backoff and fresh leaders, at least `retries` times and until the client's
+        timeout (so a failover is ridden out, as `fetch` does); a batch may thus be written
+        twice. Anything else raises ProduceError at once."""
         todo = dict(batches)
         out: dict[TopicPartition, int] = {}
         why: dict[TopicPartition, str] = {}
-        for attempt in range(retries + 1):
+        deadline = time.monotonic() + self.timeout
+        for attempt in itertools.count():
             retry: dict[TopicPartition, bytes] = {}
             groups: dict[tuple[str, int], list[TopicPartition]] = {}
             for tp in todo:
@@ -294,18 +296,20 @@ class SamsaClient:
                         if code == ErrorCode.NONE:
                             out[tp] = p.base_offset
                         elif code in PRODUCE_RETRIABLE:
-                            retry[tp], why[tp] = todo[tp], code.name + (f" ({p.error_message})" if p.error_message else "")
+                            detail = f" ({p.error_message})" if p.error_message else ""
+                            retry[tp], why[tp] = todo[tp], code.name + detail
                         else:
                             raise ProduceError(tp, code, p.error_message)
             if not retry:
                 return out
+            if attempt >= retries and time.monotonic() > deadline:
+                tp = min(retry)
+                raise ClientError(f"Produce to {tp[0]}-{tp[1]} still failing after {attempt} retries: {why[tp]}")
             todo = retry
             for tp in retry:
                 self.leaders.pop(tp, None)
-            if attempt < retries:
-                time.sleep(min(backoff_ms * (attempt + 1), 1000) / 1000)
-        tp = min(todo)
-        raise ClientError(f"Produce to {tp[0]}-{tp[1]} still failing after {retries} retries: {why[tp]}")
+            time.sleep(min(backoff_ms * (attempt + 1), 1000) / 1000)
+        raise AssertionError("unreachable")
 
     def _call_slow(self, addr: tuple[str, int], body: dict[str, Any], acks: int, timeout_ms: int) -> Any:
         """A Produce request: the socket waits longer than the broker may (acks=all waits for

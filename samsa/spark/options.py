@@ -13,7 +13,20 @@ and most messages follow Spark's KafkaSourceProvider:
                                 milliseconds, win over the offsets options (ending: batch only)
     startingOffsetsByTimestampStrategy   error (default) | latest
     maxOffsetsPerTrigger, minOffsetsPerTrigger (positive), maxTriggerDelay ("15m", "10s", ms)
-    failOnDataLoss (default true), includeHeaders (default false), topic (sink)
+    failOnDataLoss (default true), includeHeaders (default false)
+
+The sink (`df.write.format("samsa")`) takes kafka.bootstrap.servers, `topic` (the default for
+rows without a topic column; it wins over the column, as in Spark) and these producer settings:
+
+    kafka.acks                  all | -1 (default) | 1 | 0
+    kafka.compression.type      none (default) | gzip | snappy | lz4 | zstd
+    kafka.batch.size            bytes per record batch before compression, default 1 MiB
+                                (Kafka's producer defaults to 16 KiB; a batch must stay under the
+                                topic's max.message.bytes, 1 MiB + 12 by default)
+    kafka.request.timeout.ms    how long the broker may take to answer (default 30000)
+    kafka.retries               retries of a batch after a retriable error: at least this many
+                                (default 10), and for at least the client's 30 s timeout
+    kafka.retry.backoff.ms      first backoff between retries, growing to 1 s (default 100)
 
 Errors raise `OptionError`, a ValueError naming the option and what to do about it.
 """
@@ -140,11 +153,22 @@ class SourceOptions:
         return dict(self.kafka_params)
 
 
+SINK_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+SINK_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+DEFAULT_SINK_BATCH_SIZE = 1 << 20
+
+
 @dataclass(frozen=True)
 class SinkOptions:
     bootstrap_servers: str
     kafka_params: tuple[tuple[str, str], ...]
     topic: str | None
+    acks: int = -1
+    compression: int = 0  # a codec of samsa.protocol.compression
+    batch_size: int = DEFAULT_SINK_BATCH_SIZE
+    request_timeout_ms: int = 30_000
+    retries: int = 10
+    retry_backoff_ms: int = 100
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -366,9 +390,37 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     """Validate `options` for writing: bootstrap servers, `kafka.*`, the default `topic`."""
     params = _lower(options)
     kafka_params = _kafka_params(params, _UNSUPPORTED_KAFKA_SINK, "sink")
+    kafka = dict(kafka_params)
     topic = params.get("topic")
+    acks = kafka.get("acks", "all").strip().lower()
+    if acks not in SINK_ACKS:
+        raise OptionError(f"Option 'kafka.acks' must be all, -1, 1 or 0, got '{kafka['acks']}'")
+    codec = kafka.get("compression.type", "none").strip().lower()
+    if codec not in SINK_CODECS:
+        names = ", ".join(SINK_CODECS)
+        raise OptionError(f"Option 'kafka.compression.type' must be one of {names}, got '{kafka['compression.type']}'")
     return SinkOptions(
-        bootstrap_servers=dict(kafka_params)["bootstrap.servers"].strip(),
+        bootstrap_servers=kafka["bootstrap.servers"].strip(),
         kafka_params=kafka_params,
         topic=topic.strip() if topic is not None and topic.strip() else None,
+        acks=SINK_ACKS[acks],
+        compression=SINK_CODECS[codec],
+        batch_size=_natural(kafka, "batch.size", DEFAULT_SINK_BATCH_SIZE),
+        request_timeout_ms=_natural(kafka, "request.timeout.ms", 30_000, minimum=1),
+        retries=_natural(kafka, "retries", 10),
+        retry_backoff_ms=_natural(kafka, "retry.backoff.ms", 100),
     )
+
+
+def _natural(kafka: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
+    raw = kafka.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = -1
+    if value < minimum:
+        what = "a positive" if minimum > 0 else "a non-negative"
+        raise OptionError(f"Option 'kafka.{key}' must be {what} integer, got '{raw}'")
+    return value

@@ -1,4 +1,5 @@
 """`spark.read.format("samsa")` and `spark.readStream.format("samsa")`: Spark's Kafka source, in Python.
+(Writing, `df.write.format("samsa")`, is `sink.py`; the data source below hands it over.)
 
 How it works. The driver-side objects (the data source, its batch reader, its stream reader)
 parse the options (`options.py`, Spark's names and rules) and plan offset ranges with their
@@ -53,6 +54,7 @@ from samsa.spark.options import (
     SpecificTimestamps,
     parse_source_options,
 )
+from samsa.spark.sink import SamsaBatchWriter, SamsaStreamWriter, batch_writer, stream_writer
 
 TopicPartition = tuple[str, int]
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
@@ -91,6 +93,14 @@ class SamsaDataSource(DataSource):
             # PySpark 4.3's streaming runner hides an error raised here behind an
             # UnboundLocalError of its own; the first planning call raises it instead.
             return _FailedStreamReader(str(e))  # type: ignore[return-value]
+
+    def writer(self, schema: StructType, overwrite: bool) -> SamsaBatchWriter:
+        """`df.write.format("samsa")`: Spark's Kafka sink (`sink.py`)."""
+        return batch_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> SamsaStreamWriter:
+        """`df.writeStream.format("samsa")`, any output mode (`sink.py`)."""
+        return stream_writer(self.options, schema)
 
 
 def _options(raw: Any, streaming: bool) -> SourceOptions:

@@ -132,3 +132,18 @@ def test_sink_options():
         parse_sink_options({"topic": "x"})
     with pytest.raises(OptionError, match="'key.serializer' is not supported"):
         parse_sink_options({"kafka.bootstrap.servers": "h:1", "kafka.key.serializer": "x"})
+
+
+def test_sink_producer_settings():
+    o = parse_sink_options({"kafka.bootstrap.servers": "h:1"})
+    assert (o.acks, o.compression, o.batch_size, o.request_timeout_ms, o.retries) == (-1, 0, 1 << 20, 30_000, 10)
+    o = parse_sink_options({"kafka.bootstrap.servers": "h:1", "kafka.acks": "1", "kafka.compression.type": "ZSTD",
+                            "kafka.batch.size": "16384", "kafka.retries": "0", "kafka.request.timeout.ms": "5000"})
+    assert (o.acks, o.compression, o.batch_size, o.request_timeout_ms, o.retries) == (1, 4, 16384, 5000, 0)
+    for key, value, message in [("kafka.acks", "2", "'kafka.acks' must be all, -1, 1 or 0"),
+                                ("kafka.compression.type", "brotli", "'kafka.compression.type' must be one of"),
+                                ("kafka.batch.size", "-1", "'kafka.batch.size' must be a non-negative integer"),
+                                ("kafka.request.timeout.ms", "0", "'kafka.request.timeout.ms' must be a positive"),
+                                ("kafka.retries", "many", "'kafka.retries' must be a non-negative integer")]:
+        with pytest.raises(OptionError, match=message):
+            parse_sink_options({"kafka.bootstrap.servers": "h:1", key: value})
