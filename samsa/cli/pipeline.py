@@ -5,7 +5,7 @@
 
 `query` runs DuckDB over the parquet the job wrote, with three views:
 
-    readings     every valid reading (from Spark's file sink, partitioned by date)
+    readings     every valid reading (partitioned by date)
     aggregates   every window update the job emitted (one row per update, with batch_id)
     windows      each window's latest update: the final numbers of closed windows
 """
@@ -78,8 +78,9 @@ def views(data_dir: Path) -> dict[str, str]:
     """The SQL of each view over `data_dir` (views whose files do not exist yet are left out)."""
     out = {}
     readings = data_dir / "readings"
-    if any(readings.glob("date=*/*.parquet")):
-        out["readings"] = f"SELECT * FROM read_parquet('{readings}/date=*/*.parquet', hive_partitioning = true)"
+    if any(readings.glob("date=*/batch=*/*.parquet")):
+        out["readings"] = (f"SELECT * EXCLUDE (batch) FROM read_parquet('{readings}/date=*/batch=*/*.parquet', "
+                           "hive_partitioning = true)")
     aggregates = data_dir / "aggregates"
     if any(aggregates.glob("date=*/*.parquet")):
         out["aggregates"] = (f"SELECT * FROM read_parquet('{aggregates}/date=*/*.parquet', hive_partitioning = true,"
