@@ -75,6 +75,20 @@ def main() -> int:
             dt = time.monotonic() - t0
             print(f"batch read into parquet: {args.records / dt:,.0f} rows/s ({dt:.2f} s)")
 
+            for run in range(2):
+                out = Path(tmp) / f"stream-parquet-{run}"
+                t0 = time.monotonic()
+                q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
+                     .option("subscribe", "bench").option("startingOffsets", "earliest").load()
+                     .writeStream.format("parquet").option("path", str(out))
+                     .option("checkpointLocation", str(out) + "-ckpt").trigger(availableNow=True).start())
+                q.awaitTermination()
+                dt = time.monotonic() - t0
+            rows = spark.read.parquet(str(out)).count()
+            assert rows == args.records, rows
+            print(f"stream (Trigger.AvailableNow) into parquet: {args.records / dt:,.0f} rows/s ({dt:.2f} s, "
+                  f"{len(q.recentProgress)} micro-batch(es))")
+
             q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
                  .option("subscribe", "bench").option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", "2000").load()

@@ -9,8 +9,9 @@ How it stays fast (no Python object per record, no pyarrow call per record):
 
 1. `scan_batches` frames and CRC-checks the batches; control batches and batches wholly outside
    [start, end) are skipped; the rest are decompressed and their record sections joined.
-2. One Python loop hops from record to record using only the leading length varint, giving
-   where each record begins.
+2. Where each record begins: when all records of a batch have one size (fixed-size values),
+   numpy checks that at once; otherwise one Python loop hops from record to record using
+   only the leading length varint.
 3. numpy decodes the varints of all records at once, one field at a time (length,
    timestampDelta, offsetDelta, keyLength, valueLength, headerCount), so the per-record
    Python cost is the hop alone.
@@ -67,7 +68,8 @@ class _Sections:
     def __init__(self) -> None:
         self.bodies: list[bytes] = []
         self.size = 0
-        self.positions: list[int] = []  # where each record (its length varint) begins
+        self.positions: list[np.ndarray] = []  # per batch: where each record (its length varint) begins
+        self.records = 0
         self.counts: list[int] = []
         self.base_offsets: list[int] = []
         self.base_timestamps: list[int] = []
@@ -104,6 +106,27 @@ def _hop(body: bytes, base: int, positions: list[int]) -> bool:
     return pos == end
 
 
+def _uniform(body: bytes, count: int) -> np.ndarray | None:
+    """Where the records begin when all `count` records of `body` have the same size (fixed-size
+    values are common): checked for every record at once, without a Python step per record.
+    None when they do not."""
+    if count <= 1 or not body:
+        return None
+    try:
+        length, size = _varint(body, 0)
+    except (IndexError, InvalidRecords):
+        return None
+    stride = size + length
+    if length <= 0 or stride * count != len(body):
+        return None
+    data = np.frombuffer(body, dtype=np.uint8)
+    starts = np.arange(count, dtype=np.int64) * stride
+    for k in range(size):  # the same length varint, byte for byte, at every stride
+        if not (data[starts + k] == body[k]).all():
+            return None
+    return starts
+
+
 def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool, max_size: int) -> _Sections:
     view = memoryview(buf)
     out = _Sections()
@@ -115,10 +138,16 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
         raw = view[pos + HEADER_SIZE : pos + header.size]
         codec = header.compression
         body = bytes(raw) if codec == compression.NONE else bytes(compression.decompress(codec, raw, max_size))
-        before = len(out.positions)
-        if not _hop(body, out.size, out.positions) or len(out.positions) - before != header.record_count:
-            decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error
-            raise InvalidRecords(f"batch at offset {header.base_offset}: records do not frame", ErrorCode.INVALID_RECORD)
+        starts = _uniform(body, header.record_count)
+        if starts is None:
+            hops: list[int] = []
+            if not _hop(body, 0, hops) or len(hops) != header.record_count:
+                decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error
+                raise InvalidRecords(f"batch at offset {header.base_offset}: records do not frame",
+                                     ErrorCode.INVALID_RECORD)
+            starts = np.array(hops, dtype=np.int64)
+        out.positions.append(starts + out.size)
+        out.records += len(starts)
         out.bodies.append(body)
         out.size += len(body)
         out.counts.append(header.record_count)
@@ -228,11 +257,11 @@ def decode_partition(
     """
     schema = kafka_schema(include_headers)
     sections = _collect(data, start_offset, end_offset, verify_crc, max_size)
-    if not sections.positions:
+    if not sections.records:
         return pa.RecordBatch.from_pylist([], schema=schema)
     joined = b"".join(sections.bodies)
     buf = np.frombuffer(joined + bytes(10), dtype=np.uint8)  # padding: a bad varint reads zeros, not past the end
-    length, starts = _varints(buf, np.array(sections.positions, dtype=np.int64))
+    length, starts = _varints(buf, np.concatenate(sections.positions))
     if (length <= 0).any():
         _fail("a record length is not positive")
     ends = starts + length
