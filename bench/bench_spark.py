@@ -101,6 +101,9 @@ def main() -> int:
             durations = [p["durationMs"]["triggerExecution"] for p in q.recentProgress[5:]]
             print(f"micro-batches of <= 2000 rows: median {statistics.median(durations):.0f} ms per trigger "
                   f"over {len(durations)} batches")
+            parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in q.recentProgress[5:])
+                     for k in q.recentProgress[-1]["durationMs"] if k != "triggerExecution"}
+            print("  median ms by phase: " + ", ".join(f"{k} {v:.0f}" for k, v in parts.items()))
             spark.stop()
         finally:
             b.close()
