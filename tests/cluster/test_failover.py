@@ -32,7 +32,7 @@ from samsa.protocol.records import build_batch
 from tests.broker.test_bad_input import produce as raw_produce
 from tests.cluster.cluster import Cluster
 from tests.rawclient import RawClient
-from tests.zk.conftest import ZooKeeperServer, launcher_cmd, ruok, start_server
+from tests.zk.conftest import ZooKeeperServer, launcher_cmd, serving, start_server
 
 pytestmark = pytest.mark.slow
 
@@ -297,7 +297,7 @@ def restart_zookeeper(zk: ZooKeeperServer, timeout: float = 30.0) -> None:
     with open(zk.log, "ab") as out:
         zk.proc = subprocess.Popen(launcher_cmd("start", str(cfg)), stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + timeout
-    while not ruok(zk.port):
+    while not serving(zk.port):
         assert zk.proc.poll() is None, f"ZooKeeper exited: {zk.log.read_text()[-2000:]}"
         assert time.monotonic() < deadline, "ZooKeeper did not come back"
         time.sleep(0.02)  # polling its port: a separate process

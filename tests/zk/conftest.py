@@ -48,6 +48,20 @@ def ruok(port: int, timeout: float = 0.5) -> bool:
         return False
 
 
+def serving(port: int, timeout: float = 0.5) -> bool:
+    """`srvr` answers with the server's mode once it serves sessions. (`ruok` says imok a moment
+    earlier, while a new session would still be dropped: that race failed a test once.)"""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+            s.sendall(b"srvr")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+            return b"Mode:" in reply
+    except OSError:
+        return False
+
+
 @dataclass
 class ZooKeeperServer:
     port: int
@@ -93,7 +107,7 @@ def start_server(d: Path, timeout: float = 30.0) -> ZooKeeperServer:
     t0 = time.monotonic()
     with open(log, "wb") as out:
         proc = subprocess.Popen(launcher_cmd("start", str(cfg)), stdout=out, stderr=subprocess.STDOUT)
-    while not ruok(port):
+    while not serving(port):
         if proc.poll() is not None:
             raise RuntimeError(f"ZooKeeper exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         if time.monotonic() - t0 > timeout:
