@@ -1,6 +1,6 @@
 """A real ZooKeeper for the tests, started as users start it: `samsa zookeeper start zoo.cfg`.
 
-One server per test session (free port, temporary dataDir, admin server off, `ruok` allowed);
+One server per test session (free port, temporary dataDir, admin server off, `ruok` and `srvr` allowed);
 tests isolate themselves with a chroot of their own. Stopped with SIGTERM at the end.
 """
 
@@ -37,15 +37,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def ruok(port: int, timeout: float = 0.5) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(b"ruok")
-            return s.recv(4) == b"imok"
-    except OSError:
-        return False
 
 
 def serving(port: int, timeout: float = 0.5) -> bool:
