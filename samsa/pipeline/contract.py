@@ -21,10 +21,13 @@ received, exactly as the source documents' poller publishes it.
 
 `aqi_aggregates` (key: "<kind>:<city or sensor id>"), one event-time window::
 
-    {"kind": "city_1m" | "city_5m" | "sensor_1m", "city": "Paris", "sensor_id": null or "paris-003",
-     "window_start": ms, "window_end": ms, "count": 120,
+    {"kind": "city_1m" | "city_5m" | "sensor_1m" | "sensor_5m", "city": "Paris",
+     "sensor_id": null (city kinds) or "paris-003",
+     "window_start": ms, "window_end": ms, "count": 120,   # 1-minute tumbling, 5-minute sliding by 1 minute
      "pm25_avg": .., "pm25_max": .., "pm10_avg": .., "pm10_max": .., "no2_avg": .., "o3_avg": ..,
-     "temperature_avg": .., "aqi": 57, "category": "Moderate"}
+     "temperature_avg": .., "aqi": 57, "category": "Moderate",
+     "lat": .., "lon": ..,            # the sensor's position (a city: the mean of its sensors')
+     "last_event_ts": ms}             # the newest reading in the window: for freshness and latency
 
 `aqi_alerts` (key: city): a city window whose AQI reached the threshold::
 

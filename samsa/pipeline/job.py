@@ -18,7 +18,7 @@ checkpoint under `<data>/checkpoints/`, so a restarted job resumes exactly where
 - `aggregates` (every --trigger, 2 s): a two-level aggregation. Spark's stateful step keeps
   one window per (sensor, minute) — counts, sums and maxima, with a watermark on the window's
   end; the micro-batch's updated sensor windows then give, in the driver, every city 1-minute
-  window and 5-minute sliding window (1-minute slide) they change (`windows.py`: sums and
+  window and city and sensor 5-minute sliding window (1-minute slide) they change (`windows.py`: sums and
   counts add up, so the numbers are exactly those of grouping the readings). Output mode is
   update, so a window appears on the dashboard within one trigger and is refined as late
   readings arrive; each micro-batch's windows go to the aggregates topic (keyed, so the latest

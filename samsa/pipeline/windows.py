@@ -1,16 +1,17 @@
-"""City windows from sensor windows: the second level of the job's two-level aggregation.
+"""City windows and sliding windows from sensor minutes: the second level of the job's
+two-level aggregation.
 
 Spark's stateful step computes one window per (sensor, minute) — count, per pollutant the sum
 and number of values, and the maxima — with the watermark. A city's 1-minute window is the
-combination of its sensors' windows of that minute, and its 5-minute sliding window (1-minute
-slide) the combination of five consecutive minutes: sums add up, counts add up, maxima take
+combination of its sensors' windows of that minute, and a city's or a sensor's 5-minute
+sliding window (1-minute slide) the combination of five consecutive minutes: sums add up, counts add up, maxima take
 the maximum, so the result is exactly what grouping the readings would give. Doing this second
 level here, on a few hundred rows per micro-batch, keeps Spark's work at one state row per
 reading instead of seven.
 
 `CityWindows` keeps the latest sensor windows of the recent minutes (a sensor window that is
 emitted again, refined by late readings, replaces the earlier one) and, for the sensor
-windows of a micro-batch, returns every city window they change. After a restart it is
+windows of a micro-batch, returns every city and sliding window they change. After a restart it is
 refilled from the stored window updates (`load`), so the next batch continues from the same
 numbers.
 """
@@ -63,15 +64,21 @@ class CityWindows:
     def update(self, sensor_windows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         """Take a micro-batch's sensor windows; return the city windows they change."""
         touched: set[tuple[str, int]] = set()
+        sensors: set[tuple[str, str, int]] = set()
         for w in sensor_windows:
             self._put(w)
             touched.add((w["city"], w["window_start"]))
+            sensors.add((w["city"], w["sensor_id"], w["window_start"]))
         out = []
         for city, minute in sorted(touched):
             out.append(self._window("city_1m", city, minute, 1))
         starts = {(city, minute - k * MINUTE) for city, minute in touched for k in range(SLIDING)}
         for city, start in sorted(starts):
             out.append(self._window("city_5m", city, start, SLIDING))
+        sensor_starts = {(city, sensor, minute - k * MINUTE) for city, sensor, minute in sensors
+                         for k in range(SLIDING)}
+        for city, sensor, start in sorted(sensor_starts):
+            out.append(self._window("sensor_5m", city, start, SLIDING, sensor))
         self._forget()
         return [w for w in out if w is not None]
 
@@ -79,11 +86,14 @@ class CityWindows:
         self.minutes.setdefault((w["city"], w["window_start"]), {})[w["sensor_id"]] = w
         self.newest = max(self.newest, w["window_start"])
 
-    def _window(self, kind: str, city: str, start: int, minutes: int) -> dict[str, Any] | None:
-        parts = [w for m in range(minutes) for w in self.minutes.get((city, start + m * MINUTE), {}).values()]
+    def _window(self, kind: str, city: str, start: int, minutes: int, sensor: str | None = None
+                ) -> dict[str, Any] | None:
+        """The window of `city` (or of one `sensor` in it) over `minutes` minutes from `start`."""
+        cells = [self.minutes.get((city, start + m * MINUTE), {}) for m in range(minutes)]
+        parts = [w for cell in cells for s, w in cell.items() if sensor is None or s == sensor]
         if not parts:
             return None
-        return {"kind": kind, "key": city, "city": city, "sensor_id": None, "window_start": start,
+        return {"kind": kind, "key": sensor or city, "city": city, "sensor_id": sensor, "window_start": start,
                 "window_end": start + minutes * MINUTE, **combine(parts)}
 
     def _forget(self) -> None:

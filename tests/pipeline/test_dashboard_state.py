@@ -136,6 +136,13 @@ def test_malformed_records_are_counted_not_fatal(value: bytes | None) -> None:
     json.dumps(snap, allow_nan=False)
 
 
+def test_sensor_sliding_windows_are_known_but_not_shown() -> None:
+    s = fresh()
+    s.apply("aggregates", None, agg("sensor_5m", "X", T0, 10), T0)
+    snap = s.snapshot()
+    assert snap["ignored_records"] == 0 and snap["sensors"] == [] and snap["cities"] == []
+
+
 def test_sensor_positions_come_from_readings_and_known_sensors_are_not_parsed() -> None:
     s = fresh()
     reading = {"sensor_id": "d-1", "city": "Delhi", "lat": 28.6, "lon": 77.2, "ts": T0, "pm25": 90.0}

@@ -87,6 +87,7 @@ def expected_windows(rows: list[dict[str, Any]]) -> dict[tuple[str, str, int], t
         groups.setdefault(("sensor_1m", r["sensor_id"], minute), []).append(r["pm25"])
         for k in range(5):
             groups.setdefault(("city_5m", r["city"], minute - k * 60_000), []).append(r["pm25"])
+            groups.setdefault(("sensor_5m", r["sensor_id"], minute - k * 60_000), []).append(r["pm25"])
     return {k: (len(v), sum(v) / len(v), max(v)) for k, v in groups.items()}
 
 
@@ -144,7 +145,7 @@ def test_job_validates_aggregates_stores_and_resumes(spark: Any, broker: BrokerP
     alerts = read_all(broker.bootstrap, topics["alerts"])
     assert alerts and {a["city"] for a in alerts} == {"Delhi"}
     assert all(a["aqi"] >= aqi.ALERT_THRESHOLD for a in alerts)
-    latest = {(a["kind"], a["city"] if a["kind"] != "sensor_1m" else a["sensor_id"], a["window_start"]): a
+    latest = {(a["kind"], a["sensor_id"] or a["city"], a["window_start"]): a
               for a in read_all(broker.bootstrap, topics["aggregates"])}
     assert set(latest) == set(want)  # the topic's last update of each window is the final one
     for k, a in latest.items():

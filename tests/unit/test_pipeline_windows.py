@@ -43,17 +43,18 @@ def test_city_windows_equal_direct_grouping_across_batches_and_refinements() -> 
     cw = CityWindows()
     emitted: dict[tuple[str, str, int], dict[str, Any]] = {}
     for w in cw.update(sensor_windows(first)):
-        emitted[(w["kind"], w["city"], w["window_start"])] = w
+        emitted[(w["kind"], w["key"], w["window_start"])] = w
     # the second batch re-emits sensor windows refined with more readings (update mode)
     touched = {(r["sensor_id"], r["ts"] - r["ts"] % MINUTE) for r in second}
     refined = [w for w in sensor_windows(first + second) if (w["sensor_id"], w["window_start"]) in touched]
     for w in cw.update(refined):
-        emitted[(w["kind"], w["city"], w["window_start"])] = w
+        emitted[(w["kind"], w["key"], w["window_start"])] = w
 
     everything = first + second
-    for (kind, city, start), w in emitted.items():
+    for (kind, key, start), w in emitted.items():
         length = MINUTE if kind == "city_1m" else 5 * MINUTE
-        rs = [r for r in everything if r["city"] == city and start <= r["ts"] < start + length]
+        field = "sensor_id" if kind == "sensor_5m" else "city"
+        rs = [r for r in everything if r[field] == key and start <= r["ts"] < start + length]
         assert w["count"] == len(rs) and w["window_end"] == start + length
         assert abs(w["pm25_avg"] - sum(r["pm25"] for r in rs) / len(rs)) < 1e-9
         assert w["pm10_max"] == max(r["pm10"] for r in rs)
@@ -66,6 +67,8 @@ def test_city_windows_equal_direct_grouping_across_batches_and_refinements() -> 
     assert {(c, s) for k, c, s in emitted if k == "city_1m"} == {(r["city"], r["ts"] - r["ts"] % MINUTE)
                                                                  for r in everything}
     assert {s for k, _, s in emitted if k == "city_5m"} == {m - k * MINUTE for m in minutes for k in range(5)}
+    assert {(key, s) for k, key, s in emitted if k == "sensor_5m"} == {
+        (r["sensor_id"], r["ts"] - r["ts"] % MINUTE - k * MINUTE) for r in everything for k in range(5)}
 
 
 def test_load_restores_the_state_a_restart_needs() -> None:

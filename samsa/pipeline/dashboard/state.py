@@ -211,6 +211,8 @@ class PipelineState:
             if lat is not None and lon is not None:
                 self._positions[point["sensor_id"]] = (lat, lon)
             return self._keep_newest(self._sensors, point["sensor_id"], point)
+        if kind == "sensor_5m":
+            return False  # stored and on the topic; the page shows sensors' latest minute
         raise ValueError(f"unknown aggregate kind {kind!r}")
 
     @staticmethod
