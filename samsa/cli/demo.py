@@ -30,6 +30,17 @@ def say(message: str) -> None:
     print(f"==> {message}", flush=True)
 
 
+def command_name() -> str:
+    """How the user ran samsa (`.venv/bin/samsa` from run.sh), to print commands they can paste."""
+    import os
+    import shutil
+
+    argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "samsa"
+    if os.path.basename(argv0) != "samsa" or shutil.which("samsa") == os.path.abspath(argv0):
+        return "samsa"
+    return os.path.relpath(argv0) if not os.path.relpath(argv0).startswith("..") else argv0
+
+
 def port_free(port: int) -> bool:
     with socket.socket() as s:
         try:
@@ -163,7 +174,7 @@ class Demo:
             print(flush=True)
             self._stop_all()
         say(f"stopped; results kept in {self.data}")
-        print(f"    try: samsa pipeline query --data-dir {self.data} "
+        print(f"    try: {command_name()} pipeline query --data-dir {self.data} "
               "\"SELECT city, max(aqi) AS worst_aqi FROM windows WHERE kind = 'city_1m' GROUP BY city ORDER BY 2 DESC\"")
         return 0
 
