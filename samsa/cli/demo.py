@@ -10,6 +10,8 @@ order and exits 0. The results stay in --data-dir: `samsa pipeline query --data-
 
 from __future__ import annotations
 
+import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,13 +34,11 @@ def say(message: str) -> None:
 
 def command_name() -> str:
     """How the user ran samsa (`.venv/bin/samsa` from run.sh), to print commands they can paste."""
-    import os
-    import shutil
-
     argv0 = sys.argv[0] if sys.argv and sys.argv[0] else "samsa"
     if os.path.basename(argv0) != "samsa" or shutil.which("samsa") == os.path.abspath(argv0):
         return "samsa"
-    return os.path.relpath(argv0) if not os.path.relpath(argv0).startswith("..") else argv0
+    relative = os.path.relpath(argv0)
+    return argv0 if relative.startswith("..") else relative
 
 
 def port_free(port: int) -> bool:
@@ -114,25 +114,6 @@ def create_topics(bootstrap: str) -> None:
                 raise CliError(f"cannot create topic {topic}: {e}") from None
 
 
-class Lag:
-    """Records the Spark job has not finished yet: the readings' end offsets minus its status."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Consumer
-
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "samsa-demo-lag",
-                                  "enable.auto.commit": False, "log_level": 3})
-
-    def end_offsets(self) -> int:
-        from confluent_kafka import TopicPartition
-
-        return sum(self.consumer.get_watermark_offsets(TopicPartition(contract.READINGS, p), 2)[1]
-                   for p in range(PARTITIONS[contract.READINGS]))
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
 def run(argv: list[str]) -> int:
     ap = ArgumentParser(prog="samsa demo", description=__doc__.split("\n\n")[0],
                         epilog="Results stay in --data-dir; query them with `samsa pipeline query`.")
@@ -191,6 +172,7 @@ class Demo:
 
         dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port)
         dashboard.start()
+        self.dashboard = dashboard
         self.parts.append(("dashboard", dashboard.stop))
         self.dashboard_url = dashboard.url
         say(f"dashboard: {dashboard.url}")
@@ -206,8 +188,6 @@ class Demo:
         self.job = PipelineJob(self.spark, JobConfig(bootstrap=self.bootstrap, data_dir=self.data,
                                                      trigger=self.args.trigger, max_offsets_per_trigger=cap)).start()
         self.parts.append(("pipeline job", self.job.stop))
-        self.lag = Lag(self.bootstrap)
-        self.parts.append(("lag probe", self.lag.close))
 
         from samsa.pipeline.ingest.simulate import Simulator
 
@@ -239,12 +219,8 @@ class Demo:
             sent = int(stats["acked"])
             rate = (sent - last_sent) / (now - last_t)
             last_sent, last_t = sent, now
-            status = self.job.last_status or {}
-            done = sum(status.get("end_offsets", {}).get(contract.READINGS, {}).values())
-            try:
-                lag = f"{max(0, self.lag.end_offsets() - done):,}" if status else "starting"
-            except Exception:
-                lag = "?"
+            behind = self.dashboard.snapshot()["health"]["lag"]  # what the dashboard shows, computed once
+            lag = "starting" if behind is None else f"{behind:,}"
             print(f"\ringest {rate:8,.0f} ev/s | job lag {lag:>9} | windows {self.job.writer.windows_written:,} | "
                   f"alerts {self.job.writer.alerts_sent:,} | {self.dashboard_url}  ", end="", flush=True)
             if deadline is not None and now >= deadline:

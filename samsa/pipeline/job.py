@@ -321,18 +321,8 @@ class PipelineJob:
 
     def consumed(self) -> dict[str, int]:
         """How many records of the readings topic each query has finished (its end offsets' sum)."""
-        out = {}
-        for q in self.queries:
-            progress = q.lastProgress
-            total = 0
-            for source in (progress or {}).get("sources", []):
-                try:
-                    total += sum(json.loads(source.get("endOffset") or "{}").get(self.cfg.topics["readings"],
-                                                                                   {}).values())
-                except (ValueError, AttributeError):
-                    pass
-            out[q.name] = total
-        return out
+        topic = self.cfg.topics["readings"]
+        return {q.name: sum(_end_offsets(q.lastProgress).get(topic, {}).values()) for q in self.queries}
 
     def _publish_status(self) -> None:
         seen = -1
@@ -345,12 +335,7 @@ class PipelineJob:
             if not progress or progress["batchId"] == seen:
                 continue
             seen = progress["batchId"]
-            end: dict[str, Any] = {}
-            for source in progress.get("sources", []):
-                try:
-                    end.update(json.loads(source.get("endOffset") or "{}"))
-                except ValueError:
-                    pass
+            end = _end_offsets(progress)
             status = {"ts": int(time.time() * 1000), "batch_id": seen, "input_rows": progress["numInputRows"],
                       "input_rows_per_second": progress.get("inputRowsPerSecond") or 0.0,
                       "processed_rows_per_second": progress.get("processedRowsPerSecond") or 0.0,
@@ -393,6 +378,17 @@ appender.file.fileName = {path}
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 """
+
+
+def _end_offsets(progress: dict[str, Any] | None) -> dict[str, dict[str, int]]:
+    """{topic: {partition: offset}} where a query's last micro-batch ended (Spark's Kafka JSON)."""
+    end: dict[str, dict[str, int]] = {}
+    for source in (progress or {}).get("sources", []):
+        try:
+            end.update(json.loads(source.get("endOffset") or "{}"))
+        except ValueError:  # a source whose offsets are not JSON: not ours
+            continue
+    return end
 
 
 def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False,
