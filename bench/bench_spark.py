@@ -1,13 +1,17 @@
 """The Spark source against a real broker (started here): rows/s into Spark, and the fixed cost
-of a micro-batch.
+of a micro-batch. Each figure is the median of --repeat runs after a warm-up run (Spark's JIT
+and Python workers warm, as in a long-running job).
 
-1. N records of B bytes in P partitions; `spark.read.format("samsa")` then a query that
-   touches every value (sum of lengths) and a write to parquet: rows/s (the second of two
-   runs, so executor Python workers are warm).
-2. Trigger.AvailableNow with maxOffsetsPerTrigger small: the median trigger duration of a
+1. N records of B bytes in P partitions, read by `spark.read.format("samsa")` into a query that
+   touches every value (sum of lengths), and into parquet.
+2. `spark.readStream.format("samsa")` into parquet with Trigger.AvailableNow: one micro-batch,
+   timed from the query's start to its end (Spark starts a Python process for the source of
+   each query); then four micro-batches (maxOffsetsPerTrigger N/4), rows over the summed
+   durations of the micro-batches: the rate of a running stream.
+3. Trigger.AvailableNow with maxOffsetsPerTrigger small: the median trigger duration of a
    micro-batch that reads few rows (the source's planning + Spark's per-batch overhead).
 
-Usage: .venv/bin/python bench/bench_spark.py [--records N] [--size B] [--partitions P]
+Usage: .venv/bin/python bench/bench_spark.py [--records N] [--size B] [--partitions P] [--repeat R]
 """
 
 from __future__ import annotations
@@ -44,14 +48,29 @@ def fill(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> None
     assert p.flush(120) == 0
 
 
+def timed(run, repeat: int) -> float:
+    """Median seconds of `repeat` runs of `run()`, after one unmeasured warm-up run."""
+    run()
+    times = []
+    for _ in range(repeat):
+        t0 = time.monotonic()
+        run()
+        times.append(time.monotonic() - t0)
+    return statistics.median(times)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3, help="measured runs per figure, after one warm-up run")
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    from samsa.spark.home import use_installed_pyspark
+
+    use_installed_pyspark("local[2]")  # workers import the installed pyspark, not a zip compiled each time
     with tempfile.TemporaryDirectory(prefix="samsa-bench-spark-") as tmp:
         b = BrokerProcess(Path(tmp) / "broker").start()
         try:
@@ -59,35 +78,48 @@ def main() -> int:
             from pyspark.sql import SparkSession
 
             spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                     .config("spark.ui.showConsoleProgress", "false")
                      .config("spark.sql.shuffle.partitions", "2").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             reader = spark.read.format("samsa").option("kafka.bootstrap.servers", b.bootstrap).option(
                 "subscribe", "bench")
-            for run in range(2):
-                t0 = time.monotonic()
-                total = reader.load().selectExpr("sum(length(value)) AS s").collect()[0]["s"]
-                dt = time.monotonic() - t0
-                assert total == args.records * args.size
-            print(f"batch read, {args.records:,} x {args.size} B in {args.partitions} partitions: "
-                  f"{args.records / dt:,.0f} rows/s ({dt:.2f} s)")
-            t0 = time.monotonic()
-            reader.load().write.mode("overwrite").parquet(str(Path(tmp) / "parquet"))
-            dt = time.monotonic() - t0
-            print(f"batch read into parquet: {args.records / dt:,.0f} rows/s ({dt:.2f} s)")
+            n = args.records
 
-            for run in range(2):
-                out = Path(tmp) / f"stream-parquet-{run}"
-                t0 = time.monotonic()
-                q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
-                     .option("subscribe", "bench").option("startingOffsets", "earliest").load()
-                     .writeStream.format("parquet").option("path", str(out))
+            def batch_sum() -> None:
+                assert reader.load().selectExpr("sum(length(value)) AS s").collect()[0]["s"] == n * args.size
+
+            def batch_parquet(out: Path) -> None:
+                reader.load().write.mode("overwrite").parquet(str(out))
+
+            def stream_parquet(out: Path, per_trigger: int | None = None) -> list[dict]:
+                r = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
+                     .option("subscribe", "bench").option("startingOffsets", "earliest"))
+                if per_trigger:
+                    r = r.option("maxOffsetsPerTrigger", str(per_trigger))
+                q = (r.load().writeStream.format("parquet").option("path", str(out))
                      .option("checkpointLocation", str(out) + "-ckpt").trigger(availableNow=True).start())
                 q.awaitTermination()
-                dt = time.monotonic() - t0
-            rows = spark.read.parquet(str(out)).count()
-            assert rows == args.records, rows
-            print(f"stream (Trigger.AvailableNow) into parquet: {args.records / dt:,.0f} rows/s ({dt:.2f} s, "
-                  f"{len(q.recentProgress)} micro-batch(es))")
+                assert spark.read.parquet(str(out)).count() == n
+                return [p for p in q.recentProgress if p["numInputRows"]]
+
+            print(f"{n:,} records of {args.size} B in {args.partitions} partitions; each figure is the median "
+                  f"of {args.repeat} runs after a warm-up run", flush=True)
+            print(f"batch read (sum of value lengths): {n / timed(batch_sum, args.repeat):,.0f} rows/s", flush=True)
+            runs = iter(range(1000))
+            print(f"batch read into parquet: "
+                  f"{n / timed(lambda: batch_parquet(Path(tmp) / f'b{next(runs)}'), args.repeat):,.0f} rows/s",
+                  flush=True)
+            print(f"stream (Trigger.AvailableNow, one micro-batch) into parquet, query start to end: "
+                  f"{n / timed(lambda: stream_parquet(Path(tmp) / f's{next(runs)}'), args.repeat):,.0f} rows/s",
+                  flush=True)
+            per = max(1, n // 4)
+            rates = []
+            for _ in range(args.repeat + 1):
+                progress = stream_parquet(Path(tmp) / f"s{next(runs)}", per)
+                ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+                rates.append(sum(p["numInputRows"] for p in progress) / ms * 1000)
+            print(f"stream into parquet, {per:,} rows per micro-batch, sum over the micro-batches "
+                  f"(without the query's start): {statistics.median(rates[1:]):,.0f} rows/s", flush=True)
 
             q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
                  .option("subscribe", "bench").option("startingOffsets", "earliest")

@@ -33,6 +33,9 @@ def main() -> int:
     args = ap.parse_args()
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    from samsa.spark.home import use_installed_pyspark
+
+    use_installed_pyspark("local[2]")  # workers import the installed pyspark, not a zip compiled each time
     with tempfile.TemporaryDirectory(prefix="samsa-bench-sink-") as tmp:
         b = BrokerProcess(Path(tmp) / "broker").start()
         try:

@@ -47,6 +47,9 @@ def spark() -> Iterator[Any]:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from samsa.spark.home import use_installed_pyspark
+
+    use_installed_pyspark("local[2]")
     from pyspark.sql import SparkSession
 
     session = (SparkSession.builder.master("local[2]").appName("samsa-tests")

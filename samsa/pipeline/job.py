@@ -51,6 +51,7 @@ from typing import Any
 
 from samsa.pipeline import aqi, contract
 from samsa.pipeline.windows import FIELDS, MINUTE, CityWindows
+from samsa.spark.home import use_installed_pyspark
 
 log = logging.getLogger("samsa.pipeline.job")
 
@@ -397,6 +398,8 @@ def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = Fa
     With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        use_installed_pyspark(master or "local[2]")
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)

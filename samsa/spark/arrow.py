@@ -9,9 +9,9 @@ How it stays fast (no Python object per record, no pyarrow call per record):
 
 1. `scan_batches` frames and CRC-checks the batches; control batches and batches wholly outside
    [start, end) are skipped; the rest are decompressed and their record sections joined.
-2. Where each record begins: when all records of a batch have one size (fixed-size values),
-   numpy checks that at once; otherwise one Python loop hops from record to record using
-   only the leading length varint.
+2. Where each record begins (`_frame`): runs of records of one size are found and checked
+   by numpy at once; only where sizes keep changing does a Python loop hop from record to
+   record, reading only the leading length varint.
 3. numpy decodes the varints of all records at once, one field at a time (length,
    timestampDelta, offsetDelta, keyLength, valueLength, headerCount), so the per-record
    Python cost is the hop alone.
@@ -77,18 +77,20 @@ class _Sections:
         self.log_append: list[bool] = []
 
 
-def _hop(body: bytes, base: int, positions: list[int]) -> bool:
-    """Append where each record of `body` (at `base` in the joined buffer) begins.
+def _hop(body: bytes, pos: int, count: int, out: list[int]) -> int:
+    """Append where each of the next `count` records of `body` begins, from `pos`, one record at
+    a time; -> the position after them, or -1 when they do not frame.
 
     Only the length varint is read, inline for the 1- and 2-byte cases (records under 8 KiB);
     its sign is checked later with the other fields, so here a length is taken as >= 0.
     """
-    pos = 0
     end = len(body)
-    append = positions.append
+    append = out.append
     try:
-        while pos < end:
-            append(base + pos)
+        for _ in range(count):
+            if pos >= end:
+                return -1
+            append(pos)
             b = body[pos]
             if b < 0x80:
                 pos += 1 + (b >> 1)
@@ -99,32 +101,72 @@ def _hop(body: bytes, base: int, positions: list[int]) -> bool:
                 continue
             length, pos = _varint(body, pos)
             if length <= 0:
-                return False
+                return -1
             pos += length
     except (IndexError, InvalidRecords):
-        return False
-    return pos == end
+        return -1
+    return pos
 
 
-def _uniform(body: bytes, count: int) -> np.ndarray | None:
-    """Where the records begin when all `count` records of `body` have the same size (fixed-size
-    values are common): checked for every record at once, without a Python step per record.
-    None when they do not."""
-    if count <= 1 or not body:
-        return None
-    try:
-        length, size = _varint(body, 0)
-    except (IndexError, InvalidRecords):
-        return None
-    stride = size + length
-    if length <= 0 or stride * count != len(body):
-        return None
+_PROBE = 64  # records checked at once for a run of equal sizes, at first
+_SCALAR = 32  # records framed one at a time after a short run, at first
+
+
+def _frame(body: bytes, count: int) -> np.ndarray | None:
+    """Where each of the `count` records of `body` begins, or None when they do not frame exactly.
+
+    Records follow each other, each led by its length varint, so a record's start depends on
+    every record before it. Records of one size in a row (fixed-size values; the offset and
+    timestamp deltas change their varint's width rarely) are framed in runs: from a record of
+    size S at p, numpy checks at once that the records at p + S, p + 2S, ... also begin with
+    the same length varint, and the first that does not ends the run. Where sizes keep
+    changing, records are framed one at a time (`_hop`) for a stretch that doubles each time a
+    run check finds nothing to gain, so mixed sizes cost about what a plain loop costs.
+    """
     data = np.frombuffer(body, dtype=np.uint8)
-    starts = np.arange(count, dtype=np.int64) * stride
-    for k in range(size):  # the same length varint, byte for byte, at every stride
-        if not (data[starts + k] == body[k]).all():
+    end = len(body)
+    parts: list[np.ndarray] = []
+    pos = 0
+    todo = count
+    probe = _PROBE
+    scalar = _SCALAR
+    while todo:
+        try:
+            length, after = _varint(body, pos)
+        except (IndexError, InvalidRecords):
             return None
-    return starts
+        if length <= 0:
+            return None
+        width = after - pos
+        size = width + length
+        n = min(todo, probe, (end - pos) // size)
+        if n <= 0:
+            return None
+        starts = pos + size * np.arange(n, dtype=np.int64)
+        same = np.ones(n, dtype=bool)
+        for k in range(width):  # the same length varint, byte for byte, at every stride
+            same &= data[starts + k] == body[pos + k]
+        run = n if same.all() else int(np.argmin(same))
+        parts.append(starts[:run])
+        pos += run * size
+        todo -= run
+        if run == n:
+            probe *= 2
+            continue
+        probe = _PROBE
+        if run < 8 and todo:  # sizes vary here: frame a stretch one record at a time
+            one: list[int] = []
+            pos = _hop(body, pos, min(todo, scalar), one)
+            if pos < 0:
+                return None
+            parts.append(np.array(one, dtype=np.int64))
+            todo -= len(one)
+            scalar = min(scalar * 2, 4096)
+        else:
+            scalar = _SCALAR
+    if pos != end:
+        return None
+    return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
 def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool, max_size: int) -> _Sections:
@@ -138,14 +180,11 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
         raw = view[pos + HEADER_SIZE : pos + header.size]
         codec = header.compression
         body = bytes(raw) if codec == compression.NONE else bytes(compression.decompress(codec, raw, max_size))
-        starts = _uniform(body, header.record_count)
+        starts = _frame(body, header.record_count)
         if starts is None:
-            hops: list[int] = []
-            if not _hop(body, 0, hops) or len(hops) != header.record_count:
-                decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error
-                raise InvalidRecords(f"batch at offset {header.base_offset}: records do not frame",
-                                     ErrorCode.INVALID_RECORD)
-            starts = np.array(hops, dtype=np.int64)
+            decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error
+            raise InvalidRecords(f"batch at offset {header.base_offset}: records do not frame",
+                                 ErrorCode.INVALID_RECORD)
         out.positions.append(starts + out.size)
         out.records += len(starts)
         out.bodies.append(body)
@@ -160,21 +199,25 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
 
 def _varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Zigzag varints starting at every position of `pos` -> (values, next positions)."""
-    b = data[pos].astype(np.uint64)
-    raw = b & 0x7F
+    b = data[pos]
+    more = b >= 0x80
+    if not more.any():  # all one byte (attributes-sized fields, most key lengths and header counts)
+        v = b.astype(np.int64)
+        return (v >> 1) ^ -(v & 1), pos + 1
+    raw = (b & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), dtype=np.int64)
-    todo = np.flatnonzero(b >= 0x80)
+    todo = np.flatnonzero(more)
     shift = 7
     while len(todo):
         if shift > 63:
             raise InvalidRecords("varint longer than 10 bytes", ErrorCode.INVALID_RECORD)
-        b = data[pos[todo] + size[todo]].astype(np.uint64)
-        raw[todo] |= (b & 0x7F) << np.uint64(shift)
+        b = data[pos[todo] + size[todo]]
+        raw[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
         size[todo] += 1
         todo = todo[b >= 0x80]
         shift += 7
-    values = (raw >> np.uint64(1)).astype(np.int64) ^ -(raw & np.uint64(1)).astype(np.int64)
-    return values, pos + size
+    half = (raw >> np.uint64(1)).view(np.int64)
+    return half ^ -(raw & np.uint64(1)).view(np.int64), pos + size
 
 
 def _fail(why: str) -> None:
@@ -183,6 +226,8 @@ def _fail(why: str) -> None:
 
 def _binary_column(joined: bytes, field_start: np.ndarray, length: np.ndarray, keep: np.ndarray) -> pa.Array:
     """Fields [start, start+length) of `joined` (length -1 = null) for the records in `keep`."""
+    if (length[keep] < 0).all():  # no key at all: the common case for keys
+        return pa.nulls(len(keep), pa.binary())
     n = len(field_start)
     field_end = field_start + np.maximum(length, 0)
     bounds = np.empty(2 * n + 1, dtype=np.int64)
@@ -259,8 +304,9 @@ def decode_partition(
     sections = _collect(data, start_offset, end_offset, verify_crc, max_size)
     if not sections.records:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    joined = b"".join(sections.bodies)
-    buf = np.frombuffer(joined + bytes(10), dtype=np.uint8)  # padding: a bad varint reads zeros, not past the end
+    # padding: a bad varint reads zeros, not past the end (fields are cut by offsets, so it never shows)
+    joined = b"".join([*sections.bodies, bytes(10)])
+    buf = np.frombuffer(joined, dtype=np.uint8)
     length, starts = _varints(buf, np.concatenate(sections.positions))
     if (length <= 0).any():
         _fail("a record length is not positive")

@@ -60,7 +60,7 @@ TopicPartition = tuple[str, int]
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "timestampType int")
 HEADERS = ", headers array<struct<key: string, value: binary>>"
-FETCH_BYTES = 8 << 20
+FETCH_BYTES = 2 << 20  # per fetch: batches small enough that Spark writes one while the next is decoded
 
 
 class SamsaSourceError(ValueError):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pyarrow as pa
 import pytest
 
 from samsa.protocol import compression
 from samsa.protocol.compression import InvalidRecords
-from samsa.protocol.records import build_batch, iter_all_records
+from samsa.protocol.records import _varint, build_batch, iter_all_records
 from samsa.spark.arrow import KAFKA_SCHEMA, KAFKA_SCHEMA_WITH_HEADERS, decode_partition, kafka_schema
 
 CODECS = sorted(compression.CODEC_NAMES)
@@ -101,3 +103,48 @@ def test_many_records_all_codecs_round_trip():
         assert batch.num_rows == 4750
         assert batch.column("value").null_count == 0
         assert set(batch.column("value").to_pylist()) == {value}
+
+
+def _runs_of_sizes(rng: random.Random, n: int) -> list[tuple[bytes | None, bytes | None, list, int]]:
+    """Records in runs of one value size (some sizes with 2- and 3-byte length varints) mixed
+    with stretches of sizes that change at every record, keys now and then."""
+    out: list[tuple[bytes | None, bytes | None, list, int]] = []
+    while len(out) < n:
+        if rng.random() < 0.5:
+            size = rng.choice([0, 1, 50, 63, 64, 100, 8180, 9000])
+            out += [(None, b"v" * size, [], 1_000 + len(out) + i) for i in range(rng.randint(1, 300))]
+        else:
+            for _ in range(rng.randint(1, 40)):
+                key = b"k" * rng.randint(0, 70) if rng.random() < 0.3 else None
+                out.append((key, bytes([len(out) % 251]) * rng.randint(0, 200), [], 1_000 + len(out)))
+    return out[:n]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_framing_runs_and_mixed_sizes_match_the_record_decoder(seed):
+    rng = random.Random(seed)
+    data = b"".join(
+        build_batch(_runs_of_sizes(rng, rng.randint(1, 3000)), base_offset=b * 3000, compression=rng.choice(CODECS))
+        for b in range(3)
+    )
+    batch = decode_partition(data, "t", 0)
+    expected = list(iter_all_records(data))
+    assert batch.column("offset").to_pylist() == [r.offset for r in expected]
+    assert batch.column("key").to_pylist() == [r.key for r in expected]
+    assert batch.column("value").to_pylist() == [r.value for r in expected]
+
+
+def test_a_bad_length_inside_a_run_of_equal_records_is_caught():
+    records = [(None, b"x" * 100, [], 0)] * 2000  # equal sizes but for the offset delta's varint width
+    batch = build_batch(records)
+    starts, pos = [], 61  # records start after the 61-byte batch header
+    while pos < len(batch):
+        starts.append(pos)
+        length, after = _varint(batch, pos)
+        pos = after + length
+    assert len(starts) == 2000
+    for victim in (1, 63, 64, 700, 1999):
+        bad = bytearray(batch)
+        bad[starts[victim]] = 0x02  # length 1 instead of the record's real length
+        with pytest.raises(InvalidRecords):
+            decode_partition(bytes(bad), "t", 0, verify_crc=False)
