@@ -121,20 +121,19 @@ def main() -> int:
             print(f"stream into parquet, {per:,} rows per micro-batch, sum over the micro-batches "
                   f"(without the query's start): {statistics.median(rates[1:]):,.0f} rows/s", flush=True)
 
+            fill(b.bootstrap, "small", 60_000, args.size, args.partitions)
             q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
-                 .option("subscribe", "bench").option("startingOffsets", "earliest")
+                 .option("subscribe", "small").option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", "2000").load()
                  .writeStream.format("noop").option("checkpointLocation", str(Path(tmp) / "ckpt"))
                  .trigger(availableNow=True).start())
-            deadline = time.monotonic() + 60
-            while len(q.recentProgress) < 25 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            q.stop()
-            durations = [p["durationMs"]["triggerExecution"] for p in q.recentProgress[5:]]
+            q.awaitTermination()
+            progress = [p for p in q.recentProgress if p["numInputRows"]][5:]  # warm from the 6th on
+            durations = [p["durationMs"]["triggerExecution"] for p in progress]
             print(f"micro-batches of <= 2000 rows: median {statistics.median(durations):.0f} ms per trigger "
                   f"over {len(durations)} batches")
-            parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in q.recentProgress[5:])
-                     for k in q.recentProgress[-1]["durationMs"] if k != "triggerExecution"}
+            parts = {k: statistics.median(p["durationMs"].get(k, 0) for p in progress)
+                     for k in progress[-1]["durationMs"] if k != "triggerExecution"}
             print("  median ms by phase: " + ", ".join(f"{k} {v:.0f}" for k, v in parts.items()))
             spark.stop()
         finally:

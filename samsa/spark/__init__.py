@@ -2,12 +2,17 @@
 
 `spark.read.format("samsa")` / `spark.readStream.format("samsa")` work without registration
 once `pip install samsa[spark]` is done (PySpark discovers the top-level `pyspark_samsa`);
-`samsa.spark.register(spark)` registers it explicitly.
+`samsa.spark.register(spark)` registers it explicitly. `use_installed_pyspark()`, called before
+the first SparkSession, makes Spark's Python workers start faster (see `home.py`).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from samsa.spark.home import use_installed_pyspark
+
+__all__ = ["register", "use_installed_pyspark"]
 
 
 def register(spark: Any) -> None:

@@ -13,8 +13,7 @@ How it stays fast (no Python object per record, no pyarrow call per record):
    by numpy at once; only where sizes keep changing does a Python loop hop from record to
    record, reading only the leading length varint.
 3. numpy decodes the varints of all records at once, one field at a time (length,
-   timestampDelta, offsetDelta, keyLength, valueLength, headerCount), so the per-record
-   Python cost is the hop alone.
+   timestampDelta, offsetDelta, keyLength, valueLength, headerCount).
 4. key and value columns are cut out of the joined buffer without copying record by record:
    a binary array whose offsets alternate gap / field over the whole buffer is built from
    buffers, and Arrow's `take` gathers the odd elements (the fields) in C++.
