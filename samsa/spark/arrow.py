@@ -225,7 +225,7 @@ def _fail(why: str) -> None:
 
 def _binary_column(joined: bytes, field_start: np.ndarray, length: np.ndarray, keep: np.ndarray) -> pa.Array:
     """Fields [start, start+length) of `joined` (length -1 = null) for the records in `keep`."""
-    if (length[keep] < 0).all():  # no key at all: the common case for keys
+    if (length[keep] < 0).all():  # every field null: keys, usually
         return pa.nulls(len(keep), pa.binary())
     n = len(field_start)
     field_end = field_start + np.maximum(length, 0)
