@@ -174,7 +174,6 @@ class Demo:
         dashboard.start()
         self.dashboard = dashboard
         self.parts.append(("dashboard", dashboard.stop))
-        self.dashboard_url = dashboard.url
         say(f"dashboard: {dashboard.url}")
 
         spark_log = self.data / "spark.log"
@@ -205,7 +204,7 @@ class Demo:
         threading.Thread(target=simulate, name="simulator", daemon=True).start()
         self.parts.append(("simulator", lambda: (sim_stop.set(), sim_done.wait(30))))
         say(f"simulating {self.args.sensors} sensors at {self.args.rate:,.0f} readings/s into {contract.READINGS}")
-        say(f"running: open {self.dashboard_url} (the first windows appear within a few triggers) — Ctrl-C stops everything")
+        say(f"running: open {self.dashboard.url} (the first windows appear within a few triggers) — Ctrl-C stops everything")
 
     def _watch(self) -> None:
         deadline = None if self.args.duration is None else time.monotonic() + self.args.duration
@@ -222,7 +221,7 @@ class Demo:
             behind = self.dashboard.snapshot()["health"]["lag"]  # what the dashboard shows, computed once
             lag = "starting" if behind is None else f"{behind:,}"
             print(f"\ringest {rate:8,.0f} ev/s | job lag {lag:>9} | windows {self.job.writer.windows_written:,} | "
-                  f"alerts {self.job.writer.alerts_sent:,} | {self.dashboard_url}  ", end="", flush=True)
+                  f"alerts {self.job.writer.alerts_sent:,} | {self.dashboard.url}  ", end="", flush=True)
             if deadline is not None and now >= deadline:
                 break
 

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from samsa.pipeline import aqi, contract
-from samsa.pipeline.windows import FIELDS, MINUTE, CityWindows
+from samsa.pipeline.windows import FIELDS, MINUTE, CityWindows, combine
 from samsa.spark.home import use_installed_pyspark
 
 log = logging.getLogger("samsa.pipeline.job")
@@ -220,9 +220,7 @@ class AggregatesWriter:
             self.cities.load(self._stored_sensor_windows())
         sensors = table.drop_columns(["window_end_t"]).to_pylist()
         for w in sensors:
-            w.update(kind="sensor_1m", key=w["sensor_id"], window_end=w["window_start"] + MINUTE)
-            for f in FIELDS:
-                w[f"{f}_avg"] = w[f"{f}_sum"] / w[f"{f}_n"] if w[f"{f}_n"] else None
+            w.update(combine([w]), kind="sensor_1m", key=w["sensor_id"], window_end=w["window_start"] + MINUTE)
         rows = sensors + self.cities.update(sensors)
         for r in rows:
             r["aqi"] = aqi.aqi(r["pm25_avg"], r["pm10_avg"])
@@ -257,8 +255,7 @@ class AggregatesWriter:
         files = sorted((f for d in days for f in d.glob("batch-*.parquet")), key=lambda f: f.name)
         out: list[dict[str, Any]] = []
         for f in files:
-            t = pq.read_table(f)
-            out += [r for r in t.to_pylist() if r["kind"] == "sensor_1m"]
+            out += pq.read_table(f, filters=[("kind", "=", "sensor_1m")]).to_pylist()
         return out
 
     def _store(self, rows: list[dict[str, Any]], batch_id: int) -> None:
@@ -398,8 +395,7 @@ def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = Fa
     With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
-        use_installed_pyspark(master or "local[2]")
+    use_installed_pyspark(master or "local[2]")  # does nothing under spark-submit
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)
