@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.spark.home import use_installed_pyspark
-
 __all__ = ["register", "use_installed_pyspark"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: Spark imports this package in every Python process it starts
+    # (the streaming source's among them, on the query's critical path), and none of them needs it.
+    if name == "use_installed_pyspark":
+        from samsa.spark.home import use_installed_pyspark
+
+        return use_installed_pyspark
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(spark: Any) -> None:

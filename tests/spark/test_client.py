@@ -3,6 +3,8 @@ decode into Spark's Kafka Arrow schema."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -61,3 +63,47 @@ def test_unreachable_broker_is_a_clear_error() -> None:
         c.metadata()
     with pytest.raises(ClientError, match="expected host:port"):
         SamsaClient("localhost")
+
+
+def test_read_range_starts_small_then_fetches_more(broker: BrokerProcess, topic_name: str) -> None:
+    """An executor hands Spark a small first Arrow batch (Spark starts writing at once), then
+    larger ones; every offset of the range comes out once, in order, including a record batch
+    bigger than the first fetch (the broker returns it whole)."""
+    from samsa.spark.source import FETCH_BYTES, FIRST_FETCH_BYTES, read_range
+
+    assert FIRST_FETCH_BYTES <= 64 << 10 and FETCH_BYTES >= 32 * FIRST_FETCH_BYTES
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    rng = random.Random(7)
+    values = [rng.randbytes(100) for _ in range(20_000)]
+    big = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100, "batch.size": 1 << 20})
+    for v in values[:2000]:  # one ~230 KB batch: larger than the first fetch
+        big.produce(topic_name, value=v)
+    assert big.flush(10) == 0
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 16384})
+    for v in values[2000:]:
+        p.produce(topic_name, value=v)
+    assert p.flush(10) == 0
+
+    for lo in (0, 2000):
+        batches = list(read_range((broker.bootstrap, topic_name, 0, lo, 20_000, False)))
+        rows = [b.num_rows for b in batches]
+        assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(lo, 20_000))
+        assert [v for b in batches for v in b.column("value").to_pylist()] == values[lo:]
+        if lo == 2000:  # small record batches: the first fetch holds ~64 KiB of them, later ones 2 MiB
+            assert rows[0] <= FIRST_FETCH_BYTES // 100 and max(rows) >= 8 * rows[0], rows
+
+
+def test_the_driver_side_source_loads_no_reading_or_writing_code() -> None:
+    """Spark starts a Python process for the source of every streaming query; it plans offsets
+    only, so importing the source must not load the Arrow decoder, the sink or the Spark-home helper."""
+    import json
+    import subprocess
+    import sys
+
+    code = "import json, sys, samsa.spark.source; print(json.dumps([m for m in sys.modules if m.startswith('samsa.')]))"
+    loaded = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                           check=True).stdout))
+    assert loaded.isdisjoint({"samsa.spark.arrow", "samsa.spark.sink", "samsa.spark.encode", "samsa.spark.home"}), loaded
+    assert "samsa.spark.client" in loaded
