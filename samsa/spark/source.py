@@ -39,7 +39,6 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from samsa.protocol.records import scan_batches
 from samsa.spark.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClientError, SamsaClient, client_for
 from samsa.spark.offsets import data_loss_message, find_data_loss, offset_ranges, rate_limit
 from samsa.spark.options import (
@@ -207,6 +206,7 @@ def read_range(value: tuple[str, str, int, int, int, bool]) -> Iterator[pa.Recor
     """Every record of topic-partition [lo, hi) as Arrow record batches."""
     # Imported here, not with the module: Spark's source process on the driver, which starts
     # with every streaming query, plans offsets and never decodes a record.
+    from samsa.protocol.records import scan_batches
     from samsa.spark.arrow import decode_partition
 
     bootstrap, topic, partition, lo, hi, headers = value
