@@ -11,6 +11,11 @@ and Python workers warm, as in a long-running job).
 3. Trigger.AvailableNow with maxOffsetsPerTrigger small: the median trigger duration of a
    micro-batch that reads few rows (the source's planning + Spark's per-batch overhead).
 
+Beside 1 and 2 (into parquet), the same query on a "ceiling" source, run alternately with
+Samsa's so both see the same machine: a Python data source that yields ready-made Arrow
+batches of the same rows (Spark's Kafka schema, same value size), with no broker and no
+decoding. No Python data source can beat it here; the gap between the two is Samsa's own cost.
+
 Usage: .venv/bin/python bench/bench_spark.py [--records N] [--size B] [--partitions P] [--repeat R]
 """
 
@@ -23,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,6 +54,85 @@ def fill(bootstrap: str, topic: str, n: int, size: int, partitions: int) -> None
     assert p.flush(120) == 0
 
 
+def ceiling_source(rows: int, size: int, partitions: int, chunk: int = 65_536):
+    """The data source class "ceiling": `rows` ready-made rows in Spark's Kafka schema, `partitions`
+    ranges, batch and stream (AvailableNow). Defined in a function, so Spark pickles it by value."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+    from samsa.spark.arrow import KAFKA_SCHEMA
+    from samsa.spark.source import SCHEMA
+
+    def ranges(lo: int, hi: int) -> list:
+        step = -(-(hi - lo) // partitions)
+        return [InputPartition((p, a, min(hi, a + step))) for p, a in enumerate(range(lo, hi, step))]
+
+    def read(partition: InputPartition):
+        p, lo, hi = partition.value
+        n = min(chunk, hi - lo)
+        value = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * size),
+                                                        pa.py_buffer(b"x" * (size * n))])
+        topic = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(n + 1, dtype=np.int32) * 5),
+                                                        pa.py_buffer(b"bench" * n)])
+        fixed = [pa.nulls(n, pa.binary()), value, topic, pa.array(np.full(n, p, np.int32))]
+        stamps = pa.array(np.full(n, 1_700_000_000_000_000, np.int64)).cast(KAFKA_SCHEMA.field("timestamp").type)
+        zeros = pa.array(np.zeros(n, np.int32))
+        for a in range(lo, hi, chunk):
+            k = min(chunk, hi - a)
+            cols = [c.slice(0, k) for c in fixed] + [pa.array(np.arange(a, a + k, dtype=np.int64)),
+                                                     stamps.slice(0, k), zeros.slice(0, k)]
+            yield pa.RecordBatch.from_arrays(cols, schema=KAFKA_SCHEMA)
+
+    class Reader(DataSourceReader):
+        def partitions(self):
+            return ranges(0, rows)
+
+        def read(self, partition):
+            return read(partition)
+
+    class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+        def __init__(self, per_trigger):
+            self.per_trigger = per_trigger
+
+        def getDefaultReadLimit(self):
+            return ReadMaxRows(self.per_trigger) if self.per_trigger else ReadAllAvailable()
+
+        def initialOffset(self):
+            return {"offset": 0}
+
+        def prepareForTriggerAvailableNow(self):
+            pass
+
+        def latestOffset(self, start, limit):
+            cap = limit.max_rows if isinstance(limit, ReadMaxRows) else rows
+            return {"offset": min(rows, start["offset"] + cap)}
+
+        def partitions(self, start, end):
+            return ranges(start["offset"], end["offset"])
+
+        def read(self, partition):
+            return read(partition)
+
+    class Ceiling(DataSource):
+        @classmethod
+        def name(cls):
+            return "ceiling"
+
+        def schema(self):
+            return SCHEMA
+
+        def reader(self, schema):
+            return Reader()
+
+        def streamReader(self, schema):
+            per = self.options.get("maxoffsetspertrigger") or self.options.get("maxOffsetsPerTrigger")
+            return StreamReader(int(per) if per else None)
+
+    return Ceiling
+
+
 def timed(run, repeat: int) -> float:
     """Median seconds of `repeat` runs of `run()`, after one unmeasured warm-up run."""
     run()
@@ -57,6 +142,19 @@ def timed(run, repeat: int) -> float:
         run()
         times.append(time.monotonic() - t0)
     return statistics.median(times)
+
+
+def timed_pair(run_a, run_b, repeat: int) -> tuple[float, float]:
+    """Median seconds of a and of b, run alternately `repeat` times after one warm-up run of each."""
+    run_a()
+    run_b()
+    a, b = [], []
+    for _ in range(repeat):
+        for run, times in ((run_a, a), (run_b, b)):
+            t0 = time.monotonic()
+            run()
+            times.append(time.monotonic() - t0)
+    return statistics.median(a), statistics.median(b)
 
 
 def main() -> int:
@@ -81,45 +179,54 @@ def main() -> int:
                      .config("spark.ui.showConsoleProgress", "false")
                      .config("spark.sql.shuffle.partitions", "2").getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
-            reader = spark.read.format("samsa").option("kafka.bootstrap.servers", b.bootstrap).option(
-                "subscribe", "bench")
+            spark.dataSource.register(ceiling_source(args.records, args.size, args.partitions))
             n = args.records
 
+            def load(fmt: str, stream: bool = False, **options: str) -> Any:
+                r = (spark.readStream if stream else spark.read).format(fmt)
+                if fmt == "samsa":
+                    options = {"kafka.bootstrap.servers": b.bootstrap, "subscribe": "bench",
+                               "startingOffsets": "earliest", **options}
+                return r.options(**options).load()
+
             def batch_sum() -> None:
-                assert reader.load().selectExpr("sum(length(value)) AS s").collect()[0]["s"] == n * args.size
+                assert load("samsa").selectExpr("sum(length(value)) AS s").collect()[0]["s"] == n * args.size
 
-            def batch_parquet(out: Path) -> None:
-                reader.load().write.mode("overwrite").parquet(str(out))
+            def batch_parquet(fmt: str, out: Path) -> None:
+                load(fmt).write.mode("overwrite").parquet(str(out))
 
-            def stream_parquet(out: Path, per_trigger: int | None = None) -> list[dict]:
-                r = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)
-                     .option("subscribe", "bench").option("startingOffsets", "earliest"))
-                if per_trigger:
-                    r = r.option("maxOffsetsPerTrigger", str(per_trigger))
-                q = (r.load().writeStream.format("parquet").option("path", str(out))
+            def stream_parquet(out: Path, per_trigger: int | None = None, fmt: str = "samsa") -> list[dict]:
+                df = load(fmt, stream=True, **({"maxOffsetsPerTrigger": str(per_trigger)} if per_trigger else {}))
+                q = (df.writeStream.format("parquet").option("path", str(out))
                      .option("checkpointLocation", str(out) + "-ckpt").trigger(availableNow=True).start())
                 q.awaitTermination()
                 assert spark.read.parquet(str(out)).count() == n
                 return [p for p in q.recentProgress if p["numInputRows"]]
 
+            def both(figure: str, run) -> None:
+                """`run(fmt)` for samsa and for the ceiling source, alternately."""
+                samsa, ceiling = timed_pair(lambda: run("samsa"), lambda: run("ceiling"), args.repeat)
+                print(f"{figure}: {n / samsa:,.0f} rows/s (ceiling source: {n / ceiling:,.0f} rows/s; "
+                      f"samsa at {ceiling / samsa:.0%} of it)", flush=True)
+
             print(f"{n:,} records of {args.size} B in {args.partitions} partitions; each figure is the median "
                   f"of {args.repeat} runs after a warm-up run", flush=True)
             print(f"batch read (sum of value lengths): {n / timed(batch_sum, args.repeat):,.0f} rows/s", flush=True)
             runs = iter(range(1000))
-            print(f"batch read into parquet: "
-                  f"{n / timed(lambda: batch_parquet(Path(tmp) / f'b{next(runs)}'), args.repeat):,.0f} rows/s",
-                  flush=True)
-            print(f"stream (Trigger.AvailableNow, one micro-batch) into parquet, query start to end: "
-                  f"{n / timed(lambda: stream_parquet(Path(tmp) / f's{next(runs)}'), args.repeat):,.0f} rows/s",
-                  flush=True)
+            both("batch read into parquet", lambda fmt: batch_parquet(fmt, Path(tmp) / f"b{next(runs)}"))
+            both("stream (Trigger.AvailableNow, one micro-batch) into parquet, query start to end",
+                 lambda fmt: stream_parquet(Path(tmp) / f"s{next(runs)}", fmt=fmt))
             per = max(1, n // 4)
-            rates = []
-            for _ in range(args.repeat + 1):
-                progress = stream_parquet(Path(tmp) / f"s{next(runs)}", per)
-                ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
-                rates.append(sum(p["numInputRows"] for p in progress) / ms * 1000)
+            rates: dict[str, list[float]] = {"samsa": [], "ceiling": []}
+            for _ in range(args.repeat + 1):  # the first of each is the warm-up
+                for fmt, got in rates.items():
+                    progress = stream_parquet(Path(tmp) / f"s{next(runs)}", per, fmt)
+                    ms = sum(p["durationMs"]["triggerExecution"] for p in progress)
+                    got.append(sum(p["numInputRows"] for p in progress) / ms * 1000)
+            samsa, ceiling = (statistics.median(rates[k][1:]) for k in ("samsa", "ceiling"))
             print(f"stream into parquet, {per:,} rows per micro-batch, sum over the micro-batches "
-                  f"(without the query's start): {statistics.median(rates[1:]):,.0f} rows/s", flush=True)
+                  f"(without the query's start): {samsa:,.0f} rows/s (ceiling source: {ceiling:,.0f} rows/s; "
+                  f"samsa at {samsa / ceiling:.0%} of it)", flush=True)
 
             fill(b.bootstrap, "small", 60_000, args.size, args.partitions)
             q = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", b.bootstrap)

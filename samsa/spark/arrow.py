@@ -197,24 +197,32 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
 
 
 def _varints(data: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Zigzag varints starting at every position of `pos` -> (values, next positions)."""
+    """Zigzag varints starting at every position of `pos` -> (values, next positions).
+
+    Byte k of every varint is read in one gather and kept where the varint has not ended yet:
+    whole-array steps, one per byte of the longest varint, rather than steps over the subset
+    still going (most fields here are 1-3 bytes wide, mixed, so subsets cost more than they save).
+    `data` must extend 9 bytes past the last varint's first byte (the caller pads it).
+    """
     b = data[pos]
     more = b >= 0x80
     if not more.any():  # all one byte (attributes-sized fields, most key lengths and header counts)
         v = b.astype(np.int64)
         return (v >> 1) ^ -(v & 1), pos + 1
     raw = (b & 0x7F).astype(np.uint64)
-    size = np.ones(len(pos), dtype=np.int64)
-    todo = np.flatnonzero(more)
-    shift = 7
-    while len(todo):
-        if shift > 63:
+    size = more.astype(np.int64)
+    size += 1
+    k = 1
+    while True:
+        b = data[pos + k]
+        raw |= np.where(more, (b & 0x7F).astype(np.uint64) << np.uint64(7 * k), np.uint64(0))
+        more &= b >= 0x80
+        if not more.any():
+            break
+        size += more
+        k += 1
+        if k == 10:
             raise InvalidRecords("varint longer than 10 bytes", ErrorCode.INVALID_RECORD)
-        b = data[pos[todo] + size[todo]]
-        raw[todo] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
-        size[todo] += 1
-        todo = todo[b >= 0x80]
-        shift += 7
     half = (raw >> np.uint64(1)).view(np.int64)
     return half ^ -(raw & np.uint64(1)).view(np.int64), pos + size
 

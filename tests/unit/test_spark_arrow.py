@@ -148,3 +148,28 @@ def test_a_bad_length_inside_a_run_of_equal_records_is_caught():
         bad[starts[victim]] = 0x02  # length 1 instead of the record's real length
         with pytest.raises(InvalidRecords):
             decode_partition(bytes(bad), "t", 0, verify_crc=False)
+
+
+def test_column_varints_match_the_record_decoder_at_every_width() -> None:
+    """`_varints` (all records at once) against `_varint` (one at a time): every width from 1 to
+    10 bytes, mixed in one column, the extremes of int64; an 11-byte varint is an error."""
+    import numpy as np
+
+    from samsa.protocol.records import _put_varint
+    from samsa.spark.arrow import _varints
+
+    rng = random.Random(3)
+    values = [0, -1, 1, 63, -64, 64, -65, 8191, 8192, 2**63 - 1, -(2**63)]
+    values += [rng.randrange(-(2 ** rng.randrange(1, 64)), 2 ** rng.randrange(1, 64)) for _ in range(3000)]
+    buf = bytearray()
+    starts = []
+    for v in values:
+        starts.append(len(buf))
+        _put_varint(buf, v)
+    buf += bytes(10)
+    got, after = _varints(np.frombuffer(bytes(buf), dtype=np.uint8), np.array(starts, dtype=np.int64))
+    want = [_varint(bytes(buf), p) for p in starts]
+    assert got.tolist() == [v for v, _ in want] == values
+    assert after.tolist() == [p for _, p in want]
+    with pytest.raises(InvalidRecords, match="longer than 10 bytes"):
+        _varints(np.frombuffer(b"\x01" + b"\xff" * 11 + bytes(10), dtype=np.uint8), np.array([0, 1]))
