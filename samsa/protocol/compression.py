@@ -197,11 +197,18 @@ def _snappy_block(data: _Buffer, max_size: int) -> bytearray:
 _BUFFER_FULL = ("failed to write whole buffer", "smaller than required")
 
 
+# Output bytes per input byte of the last lz4/zstd batch decompressed here: the next batch's
+# first buffer is sized from it (batches of one stream compress alike), so a batch that
+# compresses 100x is decompressed once, not tried at 8x and 32x first.
+_last_ratio: dict[str, float] = {}
+
+
 def _into_growing_buffer(
     decompress_into: Callable[[_Buffer, bytearray], int], codec: str, data: _Buffer, max_size: int
 ) -> bytearray:
     limit = max_size + 1  # one spare byte tells "exactly max_size" from "more than max_size"
-    size = min(limit, max(64 * 1024, 8 * len(data)))
+    guess = max(8.0, _last_ratio.get(codec, 8.0) * 1.125)
+    size = min(limit, max(64 * 1024, int(guess * len(data)) + 64))
     while True:
         out = bytearray(size)
         try:
@@ -215,6 +222,8 @@ def _into_growing_buffer(
             continue
         if written > max_size:
             raise _too_large(codec, max_size)
+        if data:
+            _last_ratio[codec] = written / len(data)
         del out[written:]
         return out
 

@@ -65,7 +65,7 @@ class _Sections:
     """The record sections of the batches to decode, joined, with per-batch facts."""
 
     def __init__(self) -> None:
-        self.bodies: list[bytes] = []
+        self.bodies: list[_Buffer] = []
         self.size = 0
         self.positions: list[np.ndarray] = []  # per batch: where each record (its length varint) begins
         self.records = 0
@@ -76,7 +76,7 @@ class _Sections:
         self.log_append: list[bool] = []
 
 
-def _hop(body: bytes, pos: int, count: int, out: list[int]) -> int:
+def _hop(body: _Buffer, pos: int, count: int, out: list[int]) -> int:
     """Append where each of the next `count` records of `body` begins, from `pos`, one record at
     a time; -> the position after them, or -1 when they do not frame.
 
@@ -111,7 +111,7 @@ _PROBE = 64  # records checked at once for a run of equal sizes, at first
 _SCALAR = 32  # records framed one at a time after a short run, at first
 
 
-def _frame(body: bytes, count: int) -> np.ndarray | None:
+def _frame(body: _Buffer, count: int) -> np.ndarray | None:
     """Where each of the `count` records of `body` begins, or None when they do not frame exactly.
 
     Records follow each other, each led by its length varint, so a record's start depends on
@@ -178,7 +178,7 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
             continue
         raw = view[pos + HEADER_SIZE : pos + header.size]
         codec = header.compression
-        body = bytes(raw) if codec == compression.NONE else bytes(compression.decompress(codec, raw, max_size))
+        body = raw if codec == compression.NONE else compression.decompress(codec, raw, max_size)  # joined below: no copy here
         starts = _frame(body, header.record_count)
         if starts is None:
             decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error

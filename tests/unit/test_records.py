@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import random
 import struct
 import types
 import warnings
@@ -212,13 +213,44 @@ def test_corrupt_compressed_data(codec: int) -> None:
 
 
 @pytest.mark.parametrize("codec", CODECS)
-def test_max_size_is_exact(codec: int) -> None:
+def test_max_size_is_exact(codec: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compression, "_last_ratio", {})  # no hint from earlier batches
     data = b"\x00" * 300_000  # 4.5x the first buffer guess: the grow path gets used
     packed = compression.compress(codec, data)
     assert compression.decompress(codec, packed, max_size=len(data)) == data
     with pytest.raises(DecompressedTooLarge) as exc:
         compression.decompress(codec, packed, max_size=len(data) - 1)
     assert _code(exc) == ErrorCode.MESSAGE_TOO_LARGE
+
+
+@pytest.mark.parametrize("codec", [compression.LZ4, compression.ZSTD])
+def test_buffer_sized_from_the_last_batch(codec: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first output buffer is sized from the previous batch's ratio: a run of very
+    compressible batches is decompressed in one call each, and a batch that compresses less,
+    or more, or past max_size, after them still comes out exact."""
+    monkeypatch.setattr(compression, "_last_ratio", {})
+    calls = []
+    into = getattr(cramjam, "lz4" if codec == compression.LZ4 else "zstd").decompress_into
+
+    def counted(data, out):  # type: ignore[no-untyped-def]
+        calls.append(len(out))
+        return into(data, out)
+
+    monkeypatch.setattr(getattr(cramjam, "lz4" if codec == compression.LZ4 else "zstd"), "decompress_into", counted)
+    flat = b"x" * 2_000_000  # compresses > 100x
+    packed = compression.compress(codec, flat)
+    assert compression.decompress(codec, packed) == flat
+    first = len(calls)
+    assert first > 1  # no hint yet: grown from 8x
+    for _ in range(3):
+        assert compression.decompress(codec, packed) == flat
+    assert len(calls) == first + 3  # one call each once the ratio is known
+    varied = bytes(random.Random(1).randrange(256) for _ in range(50_000)) * 2
+    assert compression.decompress(codec, compression.compress(codec, varied)) == varied
+    assert compression.decompress(codec, packed) == flat
+    with pytest.raises(DecompressedTooLarge):
+        compression.decompress(codec, packed, max_size=len(flat) - 1)
+    assert compression.decompress(codec, packed, max_size=len(flat)) == flat
 
 
 def test_xerial_snappy_bounded_across_blocks() -> None:
