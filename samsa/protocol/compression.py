@@ -201,14 +201,15 @@ _BUFFER_FULL = ("failed to write whole buffer", "smaller than required")
 # first buffer is sized from it (batches of one stream compress alike), so a batch that
 # compresses 100x is decompressed once, not tried at 8x and 32x first.
 _last_ratio: dict[str, float] = {}
+_HINT_CAP = 32 << 20  # a hint never allocates more than this up front; past it the buffer grows as it must
 
 
 def _into_growing_buffer(
     decompress_into: Callable[[_Buffer, bytearray], int], codec: str, data: _Buffer, max_size: int
 ) -> bytearray:
     limit = max_size + 1  # one spare byte tells "exactly max_size" from "more than max_size"
-    guess = max(8.0, _last_ratio.get(codec, 8.0) * 1.125)
-    size = min(limit, max(64 * 1024, int(guess * len(data)) + 64))
+    hinted = min(int(_last_ratio.get(codec, 0.0) * 1.125 * len(data)) + 64, _HINT_CAP)
+    size = min(limit, max(64 * 1024, 8 * len(data), hinted))
     while True:
         out = bytearray(size)
         try:

@@ -178,7 +178,8 @@ def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool,
             continue
         raw = view[pos + HEADER_SIZE : pos + header.size]
         codec = header.compression
-        body = raw if codec == compression.NONE else compression.decompress(codec, raw, max_size)  # joined below: no copy here
+        # no copy here: the bodies are joined into one buffer below
+        body = raw if codec == compression.NONE else compression.decompress(codec, raw, max_size)
         starts = _frame(body, header.record_count)
         if starts is None:
             decode_records(view[pos : pos + header.size], header, max_size=max_size)  # raises the precise error
