@@ -14,12 +14,15 @@ log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.replica_manager import wait_for_any
+from samsa.server.network import Pending
 from samsa.storage.errors import OffsetOutOfRange
+
+log = logging.getLogger("samsa.requests")
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -31,26 +34,78 @@ def handle(ctx: Any, req: Any) -> Any:
     responses, nbytes, waitable, errors = _read(broker, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
         return _response(responses)
-    # Watch the partitions now, before returning: an append handled before the coroutine
-    # first runs must still wake it (Kafka's tryCompleteElseWatch).
-    deadline = time.monotonic() + req.max_wait / 1000
-    # A follower also returns when a high watermark moves, so it learns the new one at once
-    # (a leader elected later starts from it).
-    hws = {(p.topic, p.index): p.hw for p in waitable} if getattr(req, "replica_id", -1) >= 0 else None
-    return _long_poll(broker, req, wait_for_any(broker.loop, waitable, req.max_wait / 1000), deadline, hws)
+    # Watch the partitions now, before returning: an append handled before anything else runs
+    # must still wake it (Kafka's tryCompleteElseWatch).
+    return _LongPoll(broker, req, waitable).pending
 
 
-async def _long_poll(broker: Any, req: Any, woken: Any, deadline: float,
-                     hws: dict[tuple[str, int], int] | None) -> dict[str, Any]:
-    while True:
-        appended = await woken
-        responses, nbytes, waitable, errors = _read(broker, req, first=False)
-        remaining = deadline - time.monotonic()
-        if not appended or nbytes >= req.min_bytes or errors or not waitable or remaining <= 0:
-            return _response(responses)
-        if hws is not None and any(p.hw != hws.get((p.topic, p.index), p.hw) for p in waitable):
-            return _response(responses)
-        woken = wait_for_any(broker.loop, waitable, remaining)
+class _LongPoll:
+    """A fetch waiting for data: answered from inside the append (or high watermark move) that
+    brings enough, before that produce's own response, or at `max_wait` with what there is."""
+
+    def __init__(self, broker: Any, req: Any, waitable: list[Any]) -> None:
+        self.broker = broker
+        self.req = req
+        self.pending = Pending()
+        self.pending.on_cancel(self._stop)
+        self.deadline = time.monotonic() + req.max_wait / 1000
+        # A follower also returns when a high watermark moves, so it learns the new one at once
+        # (a leader elected later starts from it).
+        self.hws = ({(p.topic, p.index): p.hw for p in waitable}
+                    if getattr(req, "replica_id", -1) >= 0 else None)
+        self.watched: list[Any] = []
+        self._watch(waitable)
+        self.timer = broker.loop.call_later(req.max_wait / 1000, self._check, True)
+
+    def _watch(self, partitions: list[Any]) -> None:
+        for p in partitions:
+            p.waiters.append(self._woken)
+        self.watched = partitions
+
+    def _unwatch(self) -> None:
+        for p in self.watched:
+            try:
+                p.waiters.remove(self._woken)
+            except ValueError:
+                pass  # the partition woke us: its list was handed over and emptied
+        self.watched = []
+
+    def _stop(self) -> None:
+        self._unwatch()
+        self.timer.cancel()
+
+    def _woken(self, data: bool) -> None:
+        if data:
+            self._check(False)
+        else:  # a role change in progress: look once it is done
+            self.broker.loop.call_soon(self._check, False)
+
+    def _check(self, timed_out: bool) -> None:
+        # Runs inside whatever woke it (a produce's append): nothing may escape into that.
+        if self.pending.done:
+            return
+        try:
+            self._unwatch()
+            responses, nbytes, waitable, errors = _read(self.broker, self.req, first=False)
+            remaining = self.deadline - time.monotonic()
+            done = timed_out or nbytes >= self.req.min_bytes or errors or not waitable or remaining <= 0
+            if not done and self.hws is not None:
+                done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
+            if not done:
+                self._watch(waitable)
+                return
+            self.timer.cancel()
+            answer: Any = _response(responses)
+        except Exception as e:  # this fetch's connection closes (logged there); the append goes on
+            self._stop()
+            answer = e
+        try:
+            if isinstance(answer, Exception):
+                self.pending.fail(answer)
+            else:
+                self.pending.complete(answer)
+        except Exception:
+            log.exception("could not answer a fetch")
 
 
 def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Each API lives in its own module under `samsa.handlers`, declaring `API_KEY`, `MIN_VERSION`,
 `MAX_VERSION` and `handle(ctx, request)`. ApiVersions is answered from that same registry, so
 what the broker advertises is exactly what it implements. A handler returns the response body
-(a dict or Msg), an awaitable of it (long-poll fetch, acks=all), or NO_RESPONSE (acks=0).
+(a dict or Msg), a `Pending` of it (long-poll fetch), an awaitable of it (acks=all), or
+NO_RESPONSE (acks=0).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from samsa.protocol.messages import (
 )
 from samsa.protocol.schema import Out
 from samsa.protocol.wire import I16, I32, DecodeError
-from samsa.server.network import NO_RESPONSE, Connection, FrameError
+from samsa.server.network import NO_RESPONSE, Connection, FrameError, Pending
 
 if TYPE_CHECKING:
     from samsa.server.broker import Broker
@@ -81,6 +82,9 @@ class Dispatcher:
             raise FrameError("internal error (see the log above); closing the connection") from None
         if result is NO_RESPONSE:
             return NO_RESPONSE
+        if isinstance(result, Pending):
+            cid = header.correlation_id
+            return result.then(lambda body: encode_response(api_key, version, cid, body))
         if inspect.isawaitable(result):
             return self._finish_later(header, result)
         return encode_response(api_key, version, header.correlation_id, result)

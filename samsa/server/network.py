@@ -7,8 +7,8 @@ which the produce path then rewrites in place (offsets) and appends to the log w
 
 Requests on one connection are processed as they arrive (a pipeline), but answered strictly in
 order: each request takes a slot in `pending`; a slot is filled now (most requests) or later
-(a long-poll fetch, an acks=all produce); the head of `pending` is written as soon as it is
-filled. Responses are queues of byte chunks and file slices; file slices go out with
+(a long-poll fetch by a `Pending` completed from the append that satisfies it, an acks=all
+produce by a task); the head of `pending` is written as soon as it is filled. Responses are queues of byte chunks and file slices; file slices go out with
 `os.sendfile` (zero copy) and a header chunk before one is sent with MSG_MORE.
 
 A frame that is malformed or larger than `socket.request.max.bytes` closes that connection with
@@ -50,12 +50,86 @@ class _NoResponse:
 NO_RESPONSE = _NoResponse()
 
 
+class Pending:
+    """A response that is not ready yet and is completed by a call, not by a task.
+
+    A task would resume only on a later turn of the event loop, after whatever woke it has
+    finished (a produce: its response encoded and written). A long-poll fetch instead completes
+    inside the append that satisfies it, as Kafka completes delayed fetches in the produce path,
+    so the consumer's data goes out first. `on_done(fn)` gets `fn(value, error)` exactly once;
+    `then(f)` is a Pending of `f(value)`; `cancel()` runs the cleanup given with `on_cancel`
+    (the connection closed: stop watching the log).
+    """
+
+    __slots__ = ("_done", "_value", "_error", "_listener", "_canceller")
+
+    def __init__(self) -> None:
+        self._done = False
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._listener: Callable[[Any, BaseException | None], None] | None = None
+        self._canceller: Callable[[], None] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._done
+
+    def complete(self, value: Any) -> None:
+        self._finish(value, None)
+
+    def fail(self, error: BaseException) -> None:
+        self._finish(None, error)
+
+    def _finish(self, value: Any, error: BaseException | None) -> None:
+        if self._done:
+            return
+        self._done, self._value, self._error = True, value, error
+        self._canceller = None
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener(value, error)
+
+    def on_done(self, fn: Callable[[Any, BaseException | None], None]) -> None:
+        if self._done:
+            fn(self._value, self._error)
+        else:
+            self._listener = fn
+
+    def on_cancel(self, fn: Callable[[], None]) -> None:
+        self._canceller = fn
+
+    def cancel(self) -> None:
+        canceller, self._canceller = self._canceller, None
+        self._listener = None
+        if canceller is not None and not self._done:
+            canceller()
+
+    def then(self, f: Callable[[Any], Any]) -> "Pending":
+        out = Pending()
+
+        def forward(value: Any, error: BaseException | None) -> None:
+            if error is not None:
+                out.fail(error)
+                return
+            try:
+                mapped = f(value)
+            except Exception as e:
+                out.fail(e)
+                return
+            out.complete(mapped)
+
+        self.on_done(forward)
+        out.on_cancel(self.cancel)
+        return out
+
+
 class _Slot:
-    __slots__ = ("done", "out")
+    __slots__ = ("done", "out", "waiting")
 
     def __init__(self) -> None:
         self.done = False
         self.out: Out | None = None
+        self.waiting: Pending | None = None
 
 
 class Connection:
@@ -168,6 +242,9 @@ class Connection:
             slot.out = result
             if len(self.pending) == 1:
                 self._flush_pending()
+        elif isinstance(result, Pending):
+            slot.waiting = result
+            result.on_done(lambda out, error, s=slot: self._pending_done(s, out, error))
         else:
             task = asyncio.ensure_future(result)  # type: ignore[arg-type]
             task.add_done_callback(lambda t, s=slot: self._slot_done(s, t))
@@ -190,6 +267,21 @@ class Connection:
             return
         slot.done = True
         slot.out = task.result()
+        self._flush_pending()
+
+    def _pending_done(self, slot: _Slot, out: Out | None, error: BaseException | None) -> None:
+        slot.waiting = None
+        if self.closed:
+            return
+        if error is not None:
+            if isinstance(error, FrameError):
+                log.warning("closing connection from %s: %s", self.peer_str, error)
+            else:
+                log.error("internal error on a request from %s", self.peer_str, exc_info=error)
+            self.close()
+            return
+        slot.done = True
+        slot.out = out
         self._flush_pending()
 
     def _flush_pending(self) -> None:
@@ -276,7 +368,10 @@ class Connection:
             self.loop.remove_writer(self.fd)
             self.writing = False
         self.wqueue.clear()
+        waiting = [slot.waiting for slot in self.pending if slot.waiting is not None]
         self.pending.clear()
+        for w in waiting:
+            w.cancel()
         try:
             self.sock.close()
         except OSError:

@@ -75,7 +75,7 @@ class Partition:
         self.removing: list[int] = []  # replicas a reassignment is removing: they never re-join
         self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
         self.producers = ProducerStateManager()
-        self.waiters: list[Callable[[], None]] = []
+        self.waiters: list[Callable[[bool], None]] = []  # called with data=True when readable data grew
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -214,7 +214,7 @@ class Partition:
         hw = min(hw, self.log.log_end_offset)
         if hw != self.hw:
             self.hw = hw
-            self.wake()
+            self.wake(data=True)
             return True
         return False
 
@@ -250,7 +250,7 @@ class Partition:
                 self.producers.record(h, offset)
             offset += h.last_offset_delta + 1
         if not self.maybe_increment_hw():
-            self.wake()
+            self.wake(data=True)
         return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
 
     def append_replicated(self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
@@ -267,11 +267,15 @@ class Partition:
         if self.log.log_end_offset > self.log.log_start_offset:
             self.load_producer_state()
 
-    def wake(self) -> None:
+    def wake(self, data: bool = False) -> None:
+        """Call (and forget) every waiter. `data`: the log or the high watermark grew, and this
+        partition's state is whole (an append or a high watermark move is done); a waiter may
+        then answer at once, from inside the append. Other wakes (roles, fencing) come in the
+        middle of wider changes, so waiters answer them on a later turn of the loop."""
         if self.waiters:
             waiters, self.waiters = self.waiters, []
             for w in waiters:
-                w()
+                w(data)
 
 
 class ReplicaManager:
@@ -315,7 +319,7 @@ def wait_for_any(loop: asyncio.AbstractEventLoop, partitions: list[Partition], t
         if not fut.done():
             fut.set_result(value)
 
-    def on_append() -> None:
+    def on_append(data: bool) -> None:
         fire(True)
 
     for p in partitions:
