@@ -258,18 +258,10 @@ class Connection:
             self.close()
             return
         exc = task.exception()
-        if exc is not None:
-            if isinstance(exc, FrameError):
-                log.warning("closing connection from %s: %s", self.peer_str, exc)
-            else:
-                log.error("internal error on a request from %s", self.peer_str, exc_info=exc)
-            self.close()
-            return
-        slot.done = True
-        slot.out = task.result()
-        self._flush_pending()
+        self._pending_done(slot, None if exc is not None else task.result(), exc)
 
     def _pending_done(self, slot: _Slot, out: Out | None, error: BaseException | None) -> None:
+        """Fill `slot` with its response, or close the connection on the request's error."""
         slot.waiting = None
         if self.closed:
             return
