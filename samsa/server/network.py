@@ -1,15 +1,18 @@
 """Listeners and connections: frames in, responses out, on raw non-blocking sockets.
 
 How it works: each connection registers a reader callback with the event loop and pulls bytes
-with `recv`/`recv_into`. A frame is `int32 size` + body; small frames are cut from a scratch
+with `recv_into`. A frame is `int32 size` + body; small frames are cut from a scratch
 buffer, large ones (a 1 MB produce) are received straight into a bytearray of their own size,
 which the produce path then rewrites in place (offsets) and appends to the log with no copy.
 
 Requests on one connection are processed as they arrive (a pipeline), but answered strictly in
 order: each request takes a slot in `pending`; a slot is filled now (most requests) or later
 (a long-poll fetch by a `Pending` completed from the append that satisfies it, an acks=all
-produce by a task); the head of `pending` is written as soon as it is filled. Responses are queues of byte chunks and file slices; file slices go out with
-`os.sendfile` (zero copy) and a header chunk before one is sent with MSG_MORE.
+produce by a task); the head of `pending` is written as soon as it is filled. Responses are
+queues of byte chunks and file slices; file slices go out with `os.sendfile` (zero copy) and a
+header chunk before one is sent with MSG_MORE. A response of at most `INLINE_MAX` bytes (a
+consumer keeping up with the producers gets a few KB per fetch) is read into one chunk and
+sent with a single `send` instead: one system call on the latency path, not two.
 
 A frame that is malformed or larger than `socket.request.max.bytes` closes that connection with
 one log line; the broker and every other connection carry on.
@@ -33,8 +36,14 @@ log = logging.getLogger("samsa.network")
 
 _SIZE = struct.Struct(">i")
 SCRATCH = 256 * 1024
+# Every connection receives into this one buffer (callbacks run one at a time) and copies out
+# what it got. `recv(SCRATCH)` would allocate 256 KiB per call: above malloc's mmap threshold,
+# so each small request cost an mmap, a page fault, an mremap and a munmap (~20% of the
+# broker's CPU at 10k small produces and fetches a second).
+_SCRATCH_VIEW = memoryview(bytearray(SCRATCH))
 MAX_PENDING = 512  # requests in flight on one connection before we stop reading
 MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
+INLINE_MAX = 64 * 1024  # responses up to this size with file slices: pread + one send, no sendfile
 
 
 class FrameError(Exception):
@@ -182,18 +191,18 @@ class Connection:
                     self.frame = self.frame_view = None
                     self._dispatch(frame)
                 return
-            data = self.sock.recv(SCRATCH)
+            n = self.sock.recv_into(_SCRATCH_VIEW)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
             log.debug("connection %s read error: %s", self.peer_str, e)
             self.close()
             return
-        if not data:
+        if not n:
             self.close()
             return
         rbuf = self.rbuf
-        rbuf += data
+        rbuf += _SCRATCH_VIEW[:n]
         try:
             self._cut_frames()
         except FrameError as e:
@@ -292,9 +301,20 @@ class Connection:
     # -- writing --------------------------------------------------------------------------------
 
     def _enqueue(self, out: Out) -> None:
+        slices = out.slices
+        if slices and out.total_size <= INLINE_MAX:
+            try:
+                chunk = _inline(out)
+            except FrameError as e:
+                log.warning("closing connection from %s: %s", self.peer_str, e)
+                self.close()
+                return
+            self.wqueue.append(memoryview(chunk))
+            self.queued_out += len(chunk)
+            return
         view = memoryview(out)
         start = 0
-        for pos, sl in out.slices:
+        for pos, sl in slices:
             if pos > start:
                 self.wqueue.append(view[start:pos])
             if sl.size:
@@ -369,6 +389,23 @@ class Connection:
         except OSError:
             pass
         self.server.connections.discard(self)
+
+
+def _inline(out: Out) -> bytes:
+    """`out` with its file slices read in: the whole response as one chunk."""
+    view = memoryview(out)
+    parts: list[Any] = []
+    start = 0
+    for pos, sl in out.slices:
+        parts.append(view[start:pos])
+        if sl.size:
+            data = os.pread(sl.fd, sl.size, sl.position)
+            if len(data) != sl.size:  # a regular file reads whole unless it shrank
+                raise FrameError("log segment shrank under a fetch")
+            parts.append(data)
+        start = pos
+    parts.append(view[start:])
+    return b"".join(parts)
 
 
 class Listener:
