@@ -39,12 +39,14 @@ Run it with `samsa pipeline run`, or with spark-submit (the master then comes fr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -389,10 +391,32 @@ def _end_offsets(progress: dict[str, Any] | None) -> dict[str, dict[str, int]]:
     return end
 
 
+@contextlib.contextmanager
+def _output_to(path: Path) -> Iterator[None]:
+    """Point this process's stdout and stderr (file descriptors 1 and 2) at `path` meanwhile."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
 def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False,
                   log_file: Path | None = None) -> Any:
     """A SparkSession for the job: local[2] unless spark-submit or --master says otherwise.
-    With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM)."""
+    With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM),
+    and so does whatever the JVM and its Python workers print: a worker killed with its task at
+    shutdown prints a traceback that is Spark's business, not the user's."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     use_installed_pyspark(master or "local[2]")  # does nothing under spark-submit
@@ -408,9 +432,13 @@ def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = Fa
         config = log_file.with_name("spark-log4j2.properties")
         config.write_text(LOG4J2.format(path=log_file.resolve()))
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{config.resolve()}")
-    spark = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+    builder = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))
+    if log_file is not None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        with _output_to(log_file):  # the JVM, and the workers it forks, inherit these
+            spark = builder.getOrCreate()
+    else:
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN" if log_file is not None else "ERROR")
     return spark
 

@@ -305,7 +305,7 @@ class Connection:
         if slices and out.total_size <= INLINE_MAX:
             try:
                 chunk = _inline(out)
-            except FrameError as e:
+            except (FrameError, OSError) as e:  # as a failed sendfile would: this connection only
                 log.warning("closing connection from %s: %s", self.peer_str, e)
                 self.close()
                 return

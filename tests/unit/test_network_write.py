@@ -126,3 +126,15 @@ def test_a_shrunk_segment_closes_the_connection_and_sends_nothing(pair: Any, seg
     assert conn.closed and not conn.wqueue
     peer.settimeout(5)
     assert peer.recv(100) == b""  # closed, with no partial response before it
+
+
+def test_an_unreadable_segment_closes_the_connection(pair: Any, tmp_path: Path) -> None:
+    conn, peer = pair
+    fd = os.open(tmp_path, os.O_RDONLY)  # a directory: pread fails (EISDIR)
+    try:
+        conn._enqueue(_response(fd, 0, 10))
+    finally:
+        os.close(fd)
+    assert conn.closed and not conn.wqueue
+    peer.settimeout(5)
+    assert peer.recv(100) == b""
