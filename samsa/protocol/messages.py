@@ -13,6 +13,7 @@ can read it before it knows what the broker speaks.
 from __future__ import annotations
 
 import functools
+import struct
 from typing import Any, NamedTuple
 
 from ._specs import REQUESTS, RESPONSES
@@ -47,8 +48,26 @@ def peek_correlation_id(frame: bytes | bytearray | memoryview) -> int | None:
     return int(I32.unpack_from(frame, 4)[0])
 
 
+_HEADER_FIXED = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
+
+
 def decode_request_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     """Parse the header of a frame body (without the size prefix); returns it and the body start."""
+    end = len(frame)
+    if end >= 10:  # the common shape, read directly; anything unusual takes the general path
+        api_key, api_version, correlation_id, n = _HEADER_FIXED.unpack_from(frame, 0)
+        if 0 <= n <= end - 10:
+            try:
+                client_id = str(frame[10 : 10 + n], "utf-8")
+            except UnicodeDecodeError:
+                client_id = None
+            pos = 10 + n
+            if client_id is not None and (not flexible or (pos < end and frame[pos] == 0)):
+                return RequestHeader(api_key, api_version, correlation_id, client_id), pos + flexible
+    return _decode_request_header(frame, flexible)
+
+
+def _decode_request_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tuple[RequestHeader, int]:
     r = Reader(frame)
     api_key = r.int16()
     api_version = r.int16()

@@ -20,6 +20,8 @@ network layer can `sendfile` them instead of copying.
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -150,66 +152,135 @@ class FieldSpec:
         self.encode = encode
 
 
+# Fixed-width wire types as struct format characters: a run of them is read with one unpack
+# (after one bounds check) and written with one pack. uuid is read this way; it is written by
+# `_enc_uuid`, which also takes None and uuid.UUID.
+_FIXED_DECODE = {"int8": "b", "int16": "h", "error_code": "h", "uint16": "H", "int32": "i",
+                 "timedelta_i32": "i", "int64": "q", "timedelta_i64": "q", "datetime_i64": "q",
+                 "float64": "d", "bool": "?", "uuid": "16s"}
+_FIXED_ENCODE = {k: v for k, v in _FIXED_DECODE.items() if k != "uuid"}
+
+
 class StructCodec:
-    """Compiled codec of one kio dataclass (a message or a nested struct) at one version."""
+    """Compiled codec of one kio dataclass (a message or a nested struct) at one version.
+
+    `decode(reader)` and `encode(out, obj)` are Python functions generated for this struct:
+    straight-line code with runs of fixed-width fields read and written by one struct call,
+    and the other fields through the per-field codecs of `_compile_field`.
+    """
 
     def __init__(self, spec: tuple[bool, tuple[Any, ...]]) -> None:
         flexible, fields = spec
         self.flexible = flexible
         self.fields: list[FieldSpec] = []
         self.tagged: dict[int, FieldSpec] = {}
+        kinds: list[str | None] = []
         for f in fields:
             spec = _compile_field(f, flexible)
             if spec.tag is None:
                 self.fields.append(spec)
+                name, kind, _, is_array, _, _, nested = f
+                kinds.append(kind if not is_array and nested is None else None)
             else:
                 self.tagged[spec.tag] = spec
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
-        # Flat tuples for the hot loops below (attribute lookups cost more than the work).
-        self._dec = tuple((f.name, f.decode) for f in self.fields)
-        self._enc = tuple((f.name, f.encode, f.default, callable(f.default)) for f in self.fields)
+        self.decode: Callable[[Reader], Msg] = self._compile_decoder(kinds)
+        self.encode: Callable[[Out, Any], None] = self._compile_encoder(kinds)
 
-    def decode(self, r: Reader) -> Msg:
-        m = Msg()
-        d = m.__dict__
-        for name, dec in self._dec:
-            d[name] = dec(r)
+    def _compile_decoder(self, kinds: list[str | None]) -> Callable[[Reader], Msg]:
+        env: dict[str, Any] = {"Msg": Msg, "DecodeError": DecodeError, "tail": self._decode_tagged}
+        lines = ["def decode(r):", " buf = r.buf", " m = Msg()", " d = m.__dict__"]
+        for run in _runs(self.fields, kinds, _FIXED_DECODE):
+            if isinstance(run, FieldSpec):
+                env[f"D{len(env)}"] = run.decode
+                lines.append(f" d[{run.name!r}] = D{len(env) - 1}(r)")
+                continue
+            fmt = struct.Struct(">" + "".join(_FIXED_DECODE[k] for _, k in run))
+            env[f"S{len(env)}"] = fmt
+            targets = ", ".join(f"d[{f.name!r}]" for f, _ in run)
+            lines += [" p = r.pos",
+                      f" if p + {fmt.size} > r.end:",
+                      f"  raise DecodeError(f'need {fmt.size} bytes at {{p}}, have {{r.end - p}}')",
+                      f" {targets}, = S{len(env) - 1}.unpack_from(buf, p)",
+                      f" r.pos = p + {fmt.size}"]
         if self.flexible:
-            if not self._tag_order and r.pos < r.end and r.buf[r.pos] == 0:
-                r.pos += 1  # no tagged fields: the common case
-                return m
-            for f in self._tag_order:
-                d[f.name] = f.default() if callable(f.default) else f.default
-            read_tagged_fields(r, self.tagged, d)
-        return m
+            if not self._tag_order:  # no tagged fields known: the common case is an empty section
+                lines += [" p = r.pos", " if p < r.end and buf[p] == 0:", "  r.pos = p + 1", "  return m"]
+            lines.append(" tail(r, d)")
+        lines.append(" return m")
+        return _define("decode", lines, env)
 
-    def encode(self, out: Out, obj: Any) -> None:
-        get = obj.get if isinstance(obj, dict) else (lambda n, dflt: getattr(obj, n, dflt))
-        for name, enc, dflt, dcall in self._enc:
-            v = get(name, _MISSING)
-            if v is _MISSING:
-                v = dflt() if dcall else dflt
-            enc(out, v)
+    def _decode_tagged(self, r: Reader, d: dict[str, Any]) -> None:
+        for f in self._tag_order:
+            d[f.name] = f.default() if callable(f.default) else f.default
+        read_tagged_fields(r, self.tagged, d)
+
+    def _compile_encoder(self, kinds: list[str | None]) -> Callable[[Out, Any], None]:
+        env: dict[str, Any] = {"MISSING": _MISSING, "partial": functools.partial, "tail": self._encode_tagged}
+        lines = ["def encode(out, obj):", " g = obj.get if isinstance(obj, dict) else partial(getattr, obj)"]
+
+        def value(f: FieldSpec) -> str:
+            """Code for the field's value (the default when absent) into `v`."""
+            env[f"F{len(env)}"] = f.default
+            ref = f"F{len(env) - 1}"
+            if callable(f.default):
+                return f" v = g({f.name!r}, MISSING)\n if v is MISSING:\n  v = {ref}()"
+            return f" v = g({f.name!r}, {ref})"
+
+        for run in _runs(self.fields, kinds, _FIXED_ENCODE):
+            if isinstance(run, FieldSpec):
+                lines.append(value(run))
+                env[f"E{len(env)}"] = run.encode
+                lines.append(f" E{len(env) - 1}(out, v)")
+                continue
+            names = []
+            for i, (f, _) in enumerate(run):
+                lines.append(value(f))
+                lines.append(f" v{i} = v")
+                names.append(f"v{i}")
+            env[f"S{len(env)}"] = struct.Struct(">" + "".join(_FIXED_ENCODE[k] for _, k in run))
+            lines.append(f" out += S{len(env) - 1}.pack({', '.join(names)})")
         if self.flexible:
-            if not self._tag_order:
-                out.append(0)
-                return
-            present = []
-            for f in self._tag_order:
-                v = get(f.name, _MISSING)
-                if v is _MISSING or v is None:
-                    continue
-                dflt = f.default() if callable(f.default) else f.default
-                if v == dflt:
-                    continue
-                present.append((f, v))
-            write_uvarint(out, len(present))
-            for f, v in present:
-                sub = Out()
-                f.encode(sub, v)
-                write_uvarint(out, f.tag or 0)
-                write_uvarint(out, len(sub))
-                out.extend(sub)
+            lines.append(" out.append(0)" if not self._tag_order else " tail(out, g)")
+        lines.append(" return None")
+        return _define("encode", lines, env)
+
+    def _encode_tagged(self, out: Out, get: Callable[[str, Any], Any]) -> None:
+        present = []
+        for f in self._tag_order:
+            v = get(f.name, _MISSING)
+            if v is _MISSING or v is None:
+                continue
+            dflt = f.default() if callable(f.default) else f.default
+            if v == dflt:
+                continue
+            present.append((f, v))
+        write_uvarint(out, len(present))
+        for f, v in present:
+            sub = Out()
+            f.encode(sub, v)
+            write_uvarint(out, f.tag or 0)
+            write_uvarint(out, len(sub))
+            out.extend(sub)
+
+
+def _runs(fields: list[FieldSpec], kinds: list[str | None], fixed: dict[str, str]) -> list[Any]:
+    """The fields in order, with each run of fixed-width ones grouped as [(field, kind), ...]."""
+    out: list[Any] = []
+    for f, kind in zip(fields, kinds):
+        if kind in fixed:
+            if out and isinstance(out[-1], list):
+                out[-1].append((f, kind))
+            else:
+                out.append([(f, kind)])
+        else:
+            out.append(f)
+    return out
+
+
+def _define(name: str, lines: list[str], env: dict[str, Any]) -> Any:
+    exec(compile("\n".join(lines), f"<samsa codec {name}>", "exec"), env)  # noqa: S102 - our own generated code
+    return env[name]
 
 
 _MISSING: Any = object()
