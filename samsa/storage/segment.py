@@ -223,9 +223,13 @@ class LogSegment:
         """The first batch whose last offset is >= `offset` (None if the segment has none)."""
         recent = self.recent
         if start is None and recent and recent[0].base_offset <= offset <= recent[-1].last_offset:
-            for b in recent:
-                if b.last_offset >= offset:
-                    return b
+            # Walk back from the newest: a consumer at the tail wants the last batch or so.
+            found = None
+            for b in reversed(recent):
+                if b.last_offset < offset:
+                    break
+                found = b
+            return found
         if start is None:
             _, start = self.offset_index.lookup(offset)
         for batch in self.iter_batches(start):
