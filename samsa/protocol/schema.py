@@ -175,40 +175,98 @@ class StructCodec:
         self.fields: list[FieldSpec] = []
         self.tagged: dict[int, FieldSpec] = {}
         kinds: list[str | None] = []
+        self._members: list[tuple[FieldSpec, tuple[Any, ...], StructCodec | None]] = []
         for f in fields:
-            spec = _compile_field(f, flexible)
+            spec, nested_codec = _compile_field(f, flexible)
             if spec.tag is None:
                 self.fields.append(spec)
+                self._members.append((spec, f, nested_codec))
                 name, kind, _, is_array, _, _, nested = f
                 kinds.append(kind if not is_array and nested is None else None)
             else:
                 self.tagged[spec.tag] = spec
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
-        self.decode: Callable[[Reader], Msg] = self._compile_decoder(kinds)
+        self._kinds = kinds
+        self.decode: Callable[[Reader], Msg] = self._compile_decoder()
         self.encode: Callable[[Out, Any], None] = self._compile_encoder(kinds)
 
-    def _compile_decoder(self, kinds: list[str | None]) -> Callable[[Reader], Msg]:
-        env: dict[str, Any] = {"Msg": Msg, "DecodeError": DecodeError, "tail": self._decode_tagged}
-        lines = ["def decode(r):", " buf = r.buf", " m = Msg()", " d = m.__dict__"]
-        for run in _runs(self.fields, kinds, _FIXED_DECODE):
-            if isinstance(run, FieldSpec):
-                env[f"D{len(env)}"] = run.decode
-                lines.append(f" d[{run.name!r}] = D{len(env) - 1}(r)")
-                continue
-            fmt = struct.Struct(">" + "".join(_FIXED_DECODE[k] for _, k in run))
-            env[f"S{len(env)}"] = fmt
-            targets = ", ".join(f"d[{f.name!r}]" for f, _ in run)
-            lines += [" p = r.pos",
-                      f" if p + {fmt.size} > r.end:",
-                      f"  raise DecodeError(f'need {fmt.size} bytes at {{p}}, have {{r.end - p}}')",
-                      f" {targets}, = S{len(env) - 1}.unpack_from(buf, p)",
-                      f" r.pos = p + {fmt.size}"]
-        if self.flexible:
-            if not self._tag_order:  # no tagged fields known: the common case is an empty section
-                lines += [" p = r.pos", " if p < r.end and buf[p] == 0:", "  r.pos = p + 1", "  return m"]
-            lines.append(" tail(r, d)")
-        lines.append(" return m")
+    def _compile_decoder(self) -> Callable[[Reader], Msg]:
+        """One function for the whole message: nested structs and arrays of structs are
+        inlined, with the position in a local; every read is bounds-checked first."""
+        env: dict[str, Any] = {"Msg": Msg, "DecodeError": DecodeError, "Reader": Reader, "uvarint_at": _uvarint_at}
+        lines = ["def decode(r):", " buf = r.buf", " p = r.pos", " end = r.end"]
+        self._emit_struct(lines, env, 0, " ")
+        lines += [" r.pos = p", " return m0"]
         return _define("decode", lines, env)
+
+    def _emit_struct(self, lines: list[str], env: dict[str, Any], depth: int, ind: str) -> None:
+        """Code that reads this struct at `p` into `m{depth}` (a Msg) and advances `p`."""
+
+        def ref(value: Any) -> str:
+            key = f"X{len(env)}"
+            env[key] = value
+            return key
+
+        d = f"d{depth}"
+        lines += [f"{ind}m{depth} = Msg()", f"{ind}{d} = m{depth}.__dict__"]
+        for run in _runs([m[0] for m in self._members], self._kinds, _FIXED_DECODE):
+            if isinstance(run, list):
+                fmt = struct.Struct(">" + "".join(_FIXED_DECODE[k] for _, k in run))
+                targets = ", ".join(f"{d}[{f.name!r}]" for f, _ in run)
+                lines += [f"{ind}if p + {fmt.size} > end:",
+                          f"{ind} raise DecodeError(f'need {fmt.size} bytes at {{p}}, have {{end - p}}')",
+                          f"{ind}{targets}, = {ref(fmt)}.unpack_from(buf, p)",
+                          f"{ind}p += {fmt.size}"]
+                continue
+            spec, (name, kind, nullable, is_array, _, _, nested), codec = next(m for m in self._members if m[0] is run)
+            target = f"{d}[{name!r}]"
+            if codec is not None and is_array:
+                self._emit_array(lines, env, depth, ind, codec, nullable, name, target, ref)
+            elif codec is not None:
+                if nullable:  # int8 presence marker, negative for null
+                    lines += [f"{ind}if p >= end:", f"{ind} raise DecodeError('need 1 byte at ' + str(p))",
+                              f"{ind}p += 1", f"{ind}if buf[p - 1] >= 128:", f"{ind} {target} = None", f"{ind}else:"]
+                    codec._emit_struct(lines, env, depth + 1, ind + " ")
+                    lines.append(f"{ind} {target} = m{depth + 1}")
+                else:
+                    codec._emit_struct(lines, env, depth + 1, ind)
+                    lines.append(f"{ind}{target} = m{depth + 1}")
+            elif not is_array and kind == "string":
+                lines.append(f"{ind}{target}, p = {ref(_string_reader(self.flexible, nullable, name))}(buf, p, end)")
+            elif not is_array and kind in ("bytes", "records"):
+                reader = _bytes_reader(self.flexible, nullable, kind == "records", name)
+                lines.append(f"{ind}{target}, p = {ref(reader)}(buf, p, end)")
+            else:  # arrays of scalars and anything else: the field's own decoder on a Reader
+                lines += [f"{ind}rr = Reader(buf, p, end)", f"{ind}{target} = {ref(spec.decode)}(rr)", f"{ind}p = rr.pos"]
+        if self.flexible:
+            tail = ref(self._decode_tagged)
+            if not self._tag_order:  # no tagged fields known: the common case is an empty section
+                lines += [f"{ind}if p < end and buf[p] == 0:", f"{ind} p += 1", f"{ind}else:",
+                          f"{ind} rr = Reader(buf, p, end)", f"{ind} {tail}(rr, {d})", f"{ind} p = rr.pos"]
+            else:
+                lines += [f"{ind}rr = Reader(buf, p, end)", f"{ind}{tail}(rr, {d})", f"{ind}p = rr.pos"]
+
+    def _emit_array(self, lines: list[str], env: dict[str, Any], depth: int, ind: str, codec: "StructCodec",
+                    nullable: bool, name: str, target: str, ref: Callable[[Any], str]) -> None:
+        n = f"n{depth + 1}"
+        if self.flexible:  # compact: uvarint of count + 1
+            lines += [f"{ind}if p < end and buf[p] < 128:", f"{ind} {n} = buf[p] - 1", f"{ind} p += 1",
+                      f"{ind}else:", f"{ind} {n}, p = uvarint_at(buf, p, end)", f"{ind} {n} -= 1"]
+        else:
+            lines += [f"{ind}if p + 4 > end:", f"{ind} raise DecodeError(f'need 4 bytes at {{p}}, have {{end - p}}')",
+                      f"{ind}{n}, = {ref(I32)}.unpack_from(buf, p)", f"{ind}p += 4"]
+        lines += [f"{ind}if {n} < 0:",
+                  f"{ind} if {n} != -1:",
+                  f"{ind}  raise DecodeError(f'negative array length {{{n}}} for {name}')",
+                  # Kafka's clients send -1 for some non-nullable empty arrays
+                  f"{ind} {target} = {'None' if nullable else '[]'}",
+                  f"{ind}else:",
+                  f"{ind} if {n} > end - p:",
+                  f"{ind}  raise DecodeError(f'array of {{{n}}} elements with only {{end - p}} bytes left')",
+                  f"{ind} l{depth + 1} = []",
+                  f"{ind} for _ in range({n}):"]
+        codec._emit_struct(lines, env, depth + 1, ind + "  ")
+        lines += [f"{ind}  l{depth + 1}.append(m{depth + 1})", f"{ind} {target} = l{depth + 1}"]
 
     def _decode_tagged(self, r: Reader, d: dict[str, Any]) -> None:
         for f in self._tag_order:
@@ -264,6 +322,72 @@ class StructCodec:
             out.extend(sub)
 
 
+def _uvarint_at(buf: Any, p: int, end: int) -> tuple[int, int]:
+    """Reader.uvarint over (buf, p, end): (value, next position)."""
+    result = 0
+    shift = 0
+    while True:
+        if p >= end:
+            raise DecodeError("truncated varint")
+        b = buf[p]
+        p += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, p
+        shift += 7
+        if shift >= 35:
+            raise DecodeError("varint too long")
+
+
+def _length_at(buf: Any, p: int, end: int, compact: bool, width: int) -> tuple[int, int]:
+    """A string's or bytes' length: compact (uvarint N+1) or classic (int16/int32); -1 is null."""
+    if compact:
+        if p < end and buf[p] < 0x80:
+            return buf[p] - 1, p + 1
+        n, p = _uvarint_at(buf, p, end)
+        return n - 1, p
+    if p + width > end:
+        raise DecodeError(f"need {width} bytes at {p}, have {end - p}")
+    return (I16 if width == 2 else I32).unpack_from(buf, p)[0], p + width
+
+
+def _string_reader(compact: bool, nullable: bool, name: str) -> Callable[[Any, int, int], tuple[Any, int]]:
+    def read(buf: Any, p: int, end: int) -> tuple[str | None, int]:
+        n, p = _length_at(buf, p, end, compact, 2)
+        if n < 0:
+            if n != -1:
+                raise DecodeError(f"negative string length {n}")
+            if not nullable:
+                raise DecodeError(f"null in non-nullable string {name}")
+            return None, p
+        q = p + n
+        if q > end:
+            raise DecodeError(f"need {n} bytes at {p}, have {end - p}")
+        try:
+            return str(buf[p:q], "utf-8"), q
+        except UnicodeDecodeError as e:
+            raise DecodeError(f"string is not UTF-8: {e}") from None
+
+    return read
+
+
+def _bytes_reader(compact: bool, nullable: bool, keep_view: bool, name: str) -> Callable[[Any, int, int], tuple[Any, int]]:
+    def read(buf: Any, p: int, end: int) -> tuple[Any, int]:
+        n, p = _length_at(buf, p, end, compact, 4)
+        if n < 0:
+            if n != -1:
+                raise DecodeError(f"negative bytes length {n}")
+            if not nullable and not keep_view:
+                raise DecodeError(f"null in non-nullable bytes {name}")
+            return None, p
+        q = p + n
+        if q > end:
+            raise DecodeError(f"need {n} bytes at {p}, have {end - p}")
+        return (buf[p:q] if keep_view else bytes(buf[p:q])), q
+
+    return read
+
+
 def _runs(fields: list[FieldSpec], kinds: list[str | None], fixed: dict[str, str]) -> list[Any]:
     """The fields in order, with each run of fixed-width ones grouped as [(field, kind), ...]."""
     out: list[Any] = []
@@ -305,8 +429,9 @@ def read_tagged_fields(r: Reader, known: dict[int, FieldSpec] | None, into: dict
         r.pos = end  # unknown tags are skipped, as the protocol requires
 
 
-def _compile_field(f: tuple[Any, ...], flexible: bool) -> FieldSpec:
+def _compile_field(f: tuple[Any, ...], flexible: bool) -> tuple[FieldSpec, "StructCodec | None"]:
     name, kind, nullable, is_array, tag, default, nested = f
+    codec = None
     if nested is not None:
         codec = StructCodec(nested)
         elem_dec: Decoder = codec.decode
@@ -332,7 +457,7 @@ def _compile_field(f: tuple[Any, ...], flexible: bool) -> FieldSpec:
     elif isinstance(default, tuple):
         items = default
         default = lambda: list(items)  # noqa: E731
-    return FieldSpec(name, tag, default, dec, enc)
+    return FieldSpec(name, tag, default, dec, enc), codec
 
 
 def _scalar_codec(kind: str, flexible: bool, nullable: bool, name: str) -> tuple[Decoder, Encoder]:
