@@ -274,34 +274,75 @@ class StructCodec:
         read_tagged_fields(r, self.tagged, d)
 
     def _compile_encoder(self, kinds: list[str | None]) -> Callable[[Out, Any], None]:
-        env: dict[str, Any] = {"MISSING": _MISSING, "partial": functools.partial, "tail": self._encode_tagged}
-        lines = ["def encode(out, obj):", " g = obj.get if isinstance(obj, dict) else partial(getattr, obj)"]
-
-        def value(f: FieldSpec) -> str:
-            """Code for the field's value (the default when absent) into `v`."""
-            env[f"F{len(env)}"] = f.default
-            ref = f"F{len(env) - 1}"
-            if callable(f.default):
-                return f" v = g({f.name!r}, MISSING)\n if v is MISSING:\n  v = {ref}()"
-            return f" v = g({f.name!r}, {ref})"
-
-        for run in _runs(self.fields, kinds, _FIXED_ENCODE):
-            if isinstance(run, FieldSpec):
-                lines.append(value(run))
-                env[f"E{len(env)}"] = run.encode
-                lines.append(f" E{len(env) - 1}(out, v)")
-                continue
-            names = []
-            for i, (f, _) in enumerate(run):
-                lines.append(value(f))
-                lines.append(f" v{i} = v")
-                names.append(f"v{i}")
-            env[f"S{len(env)}"] = struct.Struct(">" + "".join(_FIXED_ENCODE[k] for _, k in run))
-            lines.append(f" out += S{len(env) - 1}.pack({', '.join(names)})")
-        if self.flexible:
-            lines.append(" out.append(0)" if not self._tag_order else " tail(out, g)")
+        """One function for the whole message: arrays of structs and nested structs inlined."""
+        env: dict[str, Any] = {"MISSING": _MISSING, "partial": functools.partial, "write_uvarint": write_uvarint,
+                               "I32": I32}
+        lines = ["def encode(out, obj):"]
+        self._emit_encode(lines, env, 0, " ", "obj")
         lines.append(" return None")
         return _define("encode", lines, env)
+
+    def _emit_encode(self, lines: list[str], env: dict[str, Any], depth: int, ind: str, obj: str) -> None:
+        """Code that writes the struct held in variable `obj` (a dict, or any object with the
+        fields as attributes; absent fields take their defaults)."""
+
+        def ref(value: Any) -> str:
+            key = f"X{len(env)}"
+            env[key] = value
+            return key
+
+        g = f"g{depth}"
+        lines.append(f"{ind}{g} = {obj}.get if isinstance({obj}, dict) else partial(getattr, {obj})")
+
+        def value(f: FieldSpec, var: str) -> None:
+            """The field's value (its default when absent) into `var`."""
+            if callable(f.default):
+                lines.extend([f"{ind}{var} = {g}({f.name!r}, MISSING)", f"{ind}if {var} is MISSING:",
+                              f"{ind} {var} = {ref(f.default)}()"])
+            else:
+                lines.append(f"{ind}{var} = {g}({f.name!r}, {ref(f.default)})")
+
+        def length(n: str, at: str) -> list[str]:
+            """Code writing the count or length `n` (an expression; -1 is null) at indent `at`."""
+            if self.flexible:
+                return [f"{at}c = {n} + 1", f"{at}if c < 128:", f"{at} out.append(c)", f"{at}else:",
+                        f"{at} write_uvarint(out, c)"]
+            return [f"{at}out += I32.pack({n})"]
+
+        def nullable_fixed(f: FieldSpec) -> bool:
+            return any(m[0] is f and m[1][2] for m in self._members)
+
+        for run in _runs([m[0] for m in self._members], self._kinds, _FIXED_ENCODE):
+            if isinstance(run, list):
+                names = []
+                for i, (f, _) in enumerate(run):
+                    value(f, f"v{i}")
+                    if nullable_fixed(f):  # a nullable time (kio's datetime | None) is -1 on the wire
+                        lines.extend([f"{ind}if v{i} is None:", f"{ind} v{i} = -1"])
+                    names.append(f"v{i}")
+                fmt = struct.Struct(">" + "".join(_FIXED_ENCODE[k] for _, k in run))
+                lines.append(f"{ind}out += {ref(fmt)}.pack({', '.join(names)})")
+                continue
+            spec, (name, kind, nullable, is_array, _, _, nested), codec = next(m for m in self._members if m[0] is run)
+            a = f"a{depth}"
+            value(spec, a)
+            if codec is not None and is_array:
+                x = f"x{depth + 1}"
+                lines.append(f"{ind}if {a} is None:")
+                lines += length("-1" if nullable else "0", ind + " ")
+                lines.append(f"{ind}else:")
+                lines += length(f"len({a})", ind + " ")
+                lines.append(f"{ind} for {x} in {a}:")
+                codec._emit_encode(lines, env, depth + 1, ind + "  ", x)
+            elif codec is not None and nullable:
+                lines += [f"{ind}if {a} is None:", f"{ind} out.append(255)", f"{ind}else:", f"{ind} out.append(1)"]
+                codec._emit_encode(lines, env, depth + 1, ind + " ", a)
+            elif codec is not None:
+                codec._emit_encode(lines, env, depth + 1, ind, a)
+            else:
+                lines.append(f"{ind}{ref(spec.encode)}(out, {a})")
+        if self.flexible:
+            lines.append(f"{ind}out.append(0)" if not self._tag_order else f"{ind}{ref(self._encode_tagged)}(out, {g})")
 
     def _encode_tagged(self, out: Out, get: Callable[[str, Any], Any]) -> None:
         present = []
