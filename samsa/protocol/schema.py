@@ -2,7 +2,9 @@
 
 kio (PyPI) carries one frozen dataclass per Kafka message and version, with each field's wire
 type, tag, nullability and nesting. `gen_specs` flattens those into plain tuples once
-(`_specs.py`, committed), and this module compiles a spec into a pair of closures:
+(`_specs.py`, committed), and this module compiles a spec into a pair of Python functions,
+generated as source for that message and version (a request is parsed on every call, so the
+per-field dispatch of a generic walker costs more than the work):
 
 * a decoder over our bounded `Reader` that builds plain `Msg` objects (attribute access, ints
   for times and durations, memoryview for `records`), and
@@ -23,7 +25,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from .wire import F64, I8, I16, I32, I64, U16, DecodeError, Reader, write_uvarint
 
@@ -165,30 +167,26 @@ class StructCodec:
     """Compiled codec of one kio dataclass (a message or a nested struct) at one version.
 
     `decode(reader)` and `encode(out, obj)` are Python functions generated for this struct:
-    straight-line code with runs of fixed-width fields read and written by one struct call,
-    and the other fields through the per-field codecs of `_compile_field`.
+    straight-line code in which nested structs and arrays of structs are inlined, runs of
+    fixed-width fields are read or written by one `struct` call (after one bounds check), and
+    strings, bytes, arrays of scalars and tagged fields go through small helpers.
     """
 
     def __init__(self, spec: tuple[bool, tuple[Any, ...]]) -> None:
         flexible, fields = spec
         self.flexible = flexible
-        self.fields: list[FieldSpec] = []
         self.tagged: dict[int, FieldSpec] = {}
-        kinds: list[str | None] = []
-        self._members: list[tuple[FieldSpec, tuple[Any, ...], StructCodec | None]] = []
+        # The fields in wire order: (compiled field, its schema tuple, the codec of a nested struct)
+        self._members: list[_Member] = []
         for f in fields:
             spec, nested_codec = _compile_field(f, flexible)
             if spec.tag is None:
-                self.fields.append(spec)
-                self._members.append((spec, f, nested_codec))
-                name, kind, _, is_array, _, _, nested = f
-                kinds.append(kind if not is_array and nested is None else None)
+                self._members.append(_Member(spec, f, nested_codec))
             else:
                 self.tagged[spec.tag] = spec
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
-        self._kinds = kinds
         self.decode: Callable[[Reader], Msg] = self._compile_decoder()
-        self.encode: Callable[[Out, Any], None] = self._compile_encoder(kinds)
+        self.encode: Callable[[Out, Any], None] = self._compile_encoder()
 
     def _compile_decoder(self) -> Callable[[Reader], Msg]:
         """One function for the whole message: nested structs and arrays of structs are
@@ -209,16 +207,16 @@ class StructCodec:
 
         d = f"d{depth}"
         lines += [f"{ind}m{depth} = Msg()", f"{ind}{d} = m{depth}.__dict__"]
-        for run in _runs([m[0] for m in self._members], self._kinds, _FIXED_DECODE):
+        for run in _runs(self._members, _FIXED_DECODE):
             if isinstance(run, list):
-                fmt = struct.Struct(">" + "".join(_FIXED_DECODE[k] for _, k in run))
-                targets = ", ".join(f"{d}[{f.name!r}]" for f, _ in run)
+                fmt = struct.Struct(">" + "".join(_FIXED_DECODE[m.schema[1]] for m in run))
+                targets = ", ".join(f"{d}[{m.spec.name!r}]" for m in run)
                 lines += [f"{ind}if p + {fmt.size} > end:",
                           f"{ind} raise DecodeError(f'need {fmt.size} bytes at {{p}}, have {{end - p}}')",
                           f"{ind}{targets}, = {ref(fmt)}.unpack_from(buf, p)",
                           f"{ind}p += {fmt.size}"]
                 continue
-            spec, (name, kind, nullable, is_array, _, _, nested), codec = next(m for m in self._members if m[0] is run)
+            spec, (name, kind, nullable, is_array, _, _, _), codec = run
             target = f"{d}[{name!r}]"
             if codec is not None and is_array:
                 self._emit_array(lines, env, depth, ind, codec, nullable, name, target, ref)
@@ -273,7 +271,7 @@ class StructCodec:
             d[f.name] = f.default() if callable(f.default) else f.default
         read_tagged_fields(r, self.tagged, d)
 
-    def _compile_encoder(self, kinds: list[str | None]) -> Callable[[Out, Any], None]:
+    def _compile_encoder(self) -> Callable[[Out, Any], None]:
         """One function for the whole message: arrays of structs and nested structs inlined."""
         env: dict[str, Any] = {"MISSING": _MISSING, "partial": functools.partial, "write_uvarint": write_uvarint,
                                "I32": I32}
@@ -309,21 +307,18 @@ class StructCodec:
                         f"{at} write_uvarint(out, c)"]
             return [f"{at}out += I32.pack({n})"]
 
-        def nullable_fixed(f: FieldSpec) -> bool:
-            return any(m[0] is f and m[1][2] for m in self._members)
-
-        for run in _runs([m[0] for m in self._members], self._kinds, _FIXED_ENCODE):
+        for run in _runs(self._members, _FIXED_ENCODE):
             if isinstance(run, list):
                 names = []
-                for i, (f, _) in enumerate(run):
-                    value(f, f"v{i}")
-                    if nullable_fixed(f):  # a nullable time (kio's datetime | None) is -1 on the wire
+                for i, m in enumerate(run):
+                    value(m.spec, f"v{i}")
+                    if m.schema[2]:  # a nullable time (kio's datetime | None) is -1 on the wire
                         lines.extend([f"{ind}if v{i} is None:", f"{ind} v{i} = -1"])
                     names.append(f"v{i}")
-                fmt = struct.Struct(">" + "".join(_FIXED_ENCODE[k] for _, k in run))
+                fmt = struct.Struct(">" + "".join(_FIXED_ENCODE[m.schema[1]] for m in run))
                 lines.append(f"{ind}out += {ref(fmt)}.pack({', '.join(names)})")
                 continue
-            spec, (name, kind, nullable, is_array, _, _, nested), codec = next(m for m in self._members if m[0] is run)
+            spec, (name, kind, nullable, is_array, _, _, _), codec = run
             a = f"a{depth}"
             value(spec, a)
             if codec is not None and is_array:
@@ -429,17 +424,24 @@ def _bytes_reader(compact: bool, nullable: bool, keep_view: bool, name: str) -> 
     return read
 
 
-def _runs(fields: list[FieldSpec], kinds: list[str | None], fixed: dict[str, str]) -> list[Any]:
-    """The fields in order, with each run of fixed-width ones grouped as [(field, kind), ...]."""
+class _Member(NamedTuple):
+    spec: FieldSpec
+    schema: tuple[Any, ...]  # (name, kind, nullable, is_array, tag, default, nested)
+    codec: "StructCodec | None"  # a nested struct's
+
+
+def _runs(members: list[_Member], fixed: dict[str, str]) -> list[Any]:
+    """The members in order, each run of fixed-width scalars (kinds in `fixed`) grouped in a list."""
     out: list[Any] = []
-    for f, kind in zip(fields, kinds):
-        if kind in fixed:
+    for m in members:
+        _, kind, _, is_array, _, _, nested = m.schema
+        if not is_array and nested is None and kind in fixed:
             if out and isinstance(out[-1], list):
-                out[-1].append((f, kind))
+                out[-1].append(m)
             else:
-                out.append([(f, kind)])
+                out.append([m])
         else:
-            out.append(f)
+            out.append(m)
     return out
 
 
