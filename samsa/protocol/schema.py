@@ -57,15 +57,18 @@ class Msg:
 class Out(bytearray):
     """Encoder output: the bytes, plus (position, file slice) pairs spliced in at send time."""
 
+    __slots__ = ("slices",)
     slices: list[tuple[int, Any]]
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self) -> None:  # (bytearray's own __init__ has nothing to do for an empty one)
         self.slices = []
 
     @property
     def total_size(self) -> int:
-        return len(self) + sum(s.size for _, s in self.slices)
+        slices = self.slices
+        if not slices:
+            return len(self)
+        return len(self) + sum(s.size for _, s in slices)
 
 
 Decoder = Callable[[Reader], Any]
