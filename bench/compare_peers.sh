@@ -56,6 +56,8 @@ for peer in "${PEERS[@]}"; do
   echo "==> latency: $label"
   start "$label" "$port"
   $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --rate 10000 --duration 10 --warmup 2 --linger-ms 5 --acks 1 > "$OUT/C-$label.jsonl" 2>/dev/null
+  # the same rate with no linger: what the broker adds, without the producer's 5 ms wait
+  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --rate 10000 --duration 10 --warmup 2 --linger-ms 0 --acks 1 > "$OUT/D-$label.jsonl" 2>/dev/null
   stop
 done
 .venv/bin/python bench/summarize.py "$OUT"

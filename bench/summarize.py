@@ -42,11 +42,12 @@ def main() -> None:
                     cell += f" (other {max(cpu):.0f}%)"
                 cells.append(cell)
             print(f"| {name} {phase} rec/s | " + " | ".join(cells) + " |")
-    cells = []
-    for label in labels:
-        rs = rows(out / f"C-{label}.jsonl", "latency")
-        cells.append(f"{rs[0]['p50_ms']:.2f} / {rs[0]['p99_ms']:.2f}" if rs else "-")
-    print("| e2e latency 10k/s linger 5, p50 / p99 ms | " + " | ".join(cells) + " |")
+    for wl, linger in (("C", 5), ("D", 0)):
+        cells = []
+        for label in labels:
+            rs = rows(out / f"{wl}-{label}.jsonl", "latency")
+            cells.append(f"{rs[0]['p50_ms']:.2f} / {rs[0]['p99_ms']:.2f}" if rs else "-")
+        print(f"| e2e latency 10k/s linger {linger}, p50 / p99 ms | " + " | ".join(cells) + " |")
     cells = []
     for label in labels:
         rs = rows(out / f"{label}-startup.jsonl", "startup")
