@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from samsa.protocol.schema import Out
+from samsa.storage.log import Log
 
 log = logging.getLogger("samsa.network")
 
@@ -399,8 +400,8 @@ def _inline(out: Out) -> bytes:
     for pos, sl in out.slices:
         parts.append(view[start:pos])
         if sl.size:
-            data = os.pread(sl.fd, sl.size, sl.position)
-            if len(data) != sl.size:  # a regular file reads whole unless it shrank
+            data = Log.read_bytes(sl)
+            if len(data) != sl.size:  # short only when the file shrank
                 raise FrameError("log segment shrank under a fetch")
             parts.append(data)
         start = pos
