@@ -15,10 +15,13 @@ log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.protocol.schema import Out
+from samsa.protocol.wire import I32, write_uvarint
 from samsa.server.network import Pending
 from samsa.storage.errors import OffsetOutOfRange
 
@@ -36,16 +39,17 @@ def handle(ctx: Any, req: Any) -> Any:
         return _response(responses)
     # Watch the partitions now, before returning: an append handled before anything else runs
     # must still wake it (Kafka's tryCompleteElseWatch).
-    return _LongPoll(broker, req, waitable).pending
+    return _LongPoll(broker, req, waitable, _TailAnswer.for_request(ctx.header, req)).pending
 
 
 class _LongPoll:
     """A fetch waiting for data: answered from inside the append (or high watermark move) that
     brings enough, before that produce's own response, or at `max_wait` with what there is."""
 
-    def __init__(self, broker: Any, req: Any, waitable: list[Any]) -> None:
+    def __init__(self, broker: Any, req: Any, waitable: list[Any], tail: "_TailAnswer | None" = None) -> None:
         self.broker = broker
         self.req = req
+        self.tail = tail
         self.pending = Pending()
         self.pending.on_cancel(self._stop)
         self.deadline = time.monotonic() + req.max_wait / 1000
@@ -76,9 +80,37 @@ class _LongPoll:
 
     def _woken(self, data: bool) -> None:
         if data:
+            if self.tail is not None and self._answer_from_append():
+                return
             self._check(False)
         else:  # a role change in progress: look once it is done
             self.broker.loop.call_soon(self._check, False)
+
+    def _answer_from_append(self) -> bool:
+        """Answer with the batch the waking append just wrote, when that is exactly what `_read`
+        would return: the fetch waits on one partition at the append's first offset, the high
+        watermark is now the append's end and the batch fits the byte limits. The bytes come
+        from memory, already in the log: no read back, no general encoder."""
+        tail = self.tail
+        assert tail is not None
+        partition = self.watched[0]
+        appended = partition.just_appended
+        if (self.pending.done or appended is None or appended[0] != tail.fetch_offset
+                or appended[1] != partition.hw or len(appended[2]) > tail.max_bytes
+                or len(appended[2]) < self.req.min_bytes):
+            return False
+        try:
+            partition.check_leader(tail.leader_epoch)
+            out = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
+        except Exception:  # fenced meanwhile, or anything unexpected: the general path decides
+            return False
+        self.watched = []  # the waking partition handed its waiters over
+        self.timer.cancel()
+        try:
+            self.pending.complete(out)
+        except Exception:
+            log.exception("could not answer a fetch")
+        return True
 
     def _check(self, timed_out: bool) -> None:
         # Runs inside whatever woke it (a produce's append): nothing may escape into that.
@@ -106,6 +138,67 @@ class _LongPoll:
                 self.pending.complete(answer)
         except Exception:
             log.exception("could not answer a fetch")
+
+
+class _TailAnswer:
+    """A consumer's fetch of one partition, waiting at the end of the log, answered with the
+    next append's bytes: the response frame up to the partition's fields is laid out once when
+    the fetch starts to wait, the rest is packed when the batch arrives. Byte for byte what
+    `encode_response` makes of `_read`'s answer (tested for every version)."""
+
+    __slots__ = ("fetch_offset", "leader_epoch", "max_bytes", "prefix", "fields", "flexible", "lso", "replica")
+
+    @classmethod
+    def for_request(cls, header: Any, req: Any) -> "_TailAnswer | None":
+        if (header.api_version > 12 or getattr(req, "replica_id", -1) >= 0 or len(req.topics) != 1
+                or len(req.topics[0].partitions) != 1):  # (v13+ names topics by id)
+            return None
+        return cls(header.api_version, header.correlation_id, req)
+
+    def __init__(self, version: int, correlation_id: int, req: Any) -> None:
+        topic = req.topics[0]
+        fp = topic.partitions[0]
+        self.fetch_offset = fp.fetch_offset
+        self.leader_epoch = getattr(fp, "current_leader_epoch", -1)
+        self.max_bytes = min(fp.partition_max_bytes, req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF)
+        self.flexible = flexible = version >= 12
+        name = topic.topic.encode()
+        head = bytearray(I32.pack(correlation_id))
+        if flexible:
+            head.append(0)  # no header tagged fields
+        head += I32.pack(0)  # throttle_time
+        if version >= 7:
+            head += struct.pack(">hi", 0, 0)  # error_code, session_id
+        if flexible:
+            head.append(2)  # one topic
+            write_uvarint(head, len(name) + 1)
+            head += name
+            head.append(2)  # one partition
+        else:
+            head += struct.pack(">ih", 1, len(name)) + name + I32.pack(1)
+        head += struct.pack(">ih", fp.partition, 0)  # partition_index, error_code
+        self.prefix = bytes(head)
+        # high_watermark, last_stable_offset (v4+), log_start_offset (v5+)
+        self.lso = version >= 5
+        self.fields = struct.Struct(">qqq" if self.lso else ">qq")
+        # aborted_transactions: null; preferred_read_replica (v11+): -1
+        self.replica = (b"\0" if flexible else I32.pack(-1)) + (I32.pack(-1) if version >= 11 else b"")
+
+    def encode(self, hw: int, log_start: int, records: bytes | bytearray | memoryview) -> Out:
+        out = Out()
+        out += b"\0\0\0\0"
+        out += self.prefix
+        out += self.fields.pack(hw, hw, log_start) if self.lso else self.fields.pack(hw, hw)
+        out += self.replica
+        if self.flexible:
+            write_uvarint(out, len(records) + 1)
+            out += records
+            out += b"\0\0\0"  # partition, topic and response tagged fields
+        else:
+            out += I32.pack(len(records))
+            out += records
+        I32.pack_into(out, 0, len(out) - 4)
+        return out
 
 
 def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:

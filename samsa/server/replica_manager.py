@@ -76,6 +76,10 @@ class Partition:
         self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
         self.producers = ProducerStateManager()
         self.waiters: list[Callable[[bool], None]] = []  # called with data=True when readable data grew
+        # While an append wakes the waiters: (first offset, next offset, the bytes just written),
+        # so a fetch waiting at exactly that offset can answer from memory (fetch.py). None
+        # otherwise: the bytes are not kept past the append.
+        self.just_appended: tuple[int, int, bytearray | memoryview] | None = None
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -249,8 +253,12 @@ class Partition:
             if h.producer_id >= 0:
                 self.producers.record(h, offset)
             offset += h.last_offset_delta + 1
-        if not self.maybe_increment_hw():
-            self.wake(data=True)
+        self.just_appended = (result.first_offset, offset, buf)
+        try:
+            if not self.maybe_increment_hw():
+                self.wake(data=True)
+        finally:
+            self.just_appended = None
         return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
 
     def append_replicated(self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:

@@ -1,0 +1,188 @@
+"""A consumer's fetch waiting at the end of a partition is answered from the append that wakes
+it (samsa/handlers/fetch.py, `_TailAnswer`): the frame must be byte for byte the one the
+general path (`_read` + `encode_response`) makes, and the general path must still answer
+whenever the appended bytes are not exactly what `_read` would return.
+
+These run the real handler on a real `Partition` over a real `Log` in a temporary directory;
+only the broker around them is a stand-in (its partition lookup, topics and event loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from samsa.handlers import fetch
+from samsa.metadata.zkdata import PartitionState
+from samsa.protocol.errors import ErrorCode
+from samsa.protocol.messages import (
+    decode_request_body,
+    decode_request_header,
+    decode_response,
+    encode_request,
+    encode_response,
+    request_codec,
+)
+from samsa.protocol.records import build_batch, scan_batches
+from samsa.protocol.schema import Out
+from samsa.server.network import Pending
+from samsa.server.replica_manager import Partition
+from samsa.storage.config import LogConfig
+from samsa.storage.log import Log
+
+VERSIONS = range(fetch.MIN_VERSION, fetch.MAX_VERSION + 1)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    lp = asyncio.new_event_loop()
+    yield lp
+    lp.close()
+
+
+def leader(tmp_path: Path, topic: str = "t") -> Partition:
+    log = Log.open(tmp_path / f"{topic}-0", LogConfig(segment_bytes=1 << 20, retention_ms=-1))
+    p = Partition(topic, 0, uuid.uuid4(), log, node_id=0)
+    p.apply_state(PartitionState(leader=0, leader_epoch=3, isr=[0]), [0])
+    return p
+
+
+def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
+    def get(topic: str, index: int) -> Partition | None:
+        return partition if (topic, index) == (partition.topic, partition.index) else None
+    return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
+                           loop=loop)
+
+
+def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, partition_max_bytes: int = 1 << 20,
+                  max_bytes: int = 50 << 20, min_bytes: int = 1) -> tuple[Any, Any]:
+    """(header, request) as the broker decodes them from the wire."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for topic, index, offset in partitions:
+        topics.setdefault(topic, []).append({
+            "partition": index, "current_leader_epoch": 3, "fetch_offset": offset, "log_start_offset": -1,
+            "partition_max_bytes": partition_max_bytes, "last_fetched_epoch": -1})
+    body = {"replica_id": -1, "max_wait": 5000, "min_bytes": min_bytes, "max_bytes": max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""}
+    frame = bytes(encode_request(fetch.API_KEY, version, 99, "test", body))[4:]
+    header, start = decode_request_header(frame, request_codec(fetch.API_KEY, version).flexible)
+    return header, decode_request_body(fetch.API_KEY, version, frame, start)
+
+
+def append(partition: Partition, n: int, value_size: int = 30) -> None:
+    buf = bytearray(build_batch([(b"k%d" % i, bytes(value_size), [], 1_700_000_000_000 + i) for i in range(n)]))
+    out = partition.append(buf, scan_batches(buf, verify_crc=True), False)
+    assert out.error == ErrorCode.NONE
+
+
+def general_answer(broker: Any, header: Any, req: Any) -> bytes:
+    """The general path's frame: `_read` now, encoded, with its file slices read in."""
+    responses, _, _, _ = fetch._read(broker, req)
+    out = encode_response(fetch.API_KEY, header.api_version, header.correlation_id, fetch._response(responses))
+    return inline(out)
+
+
+def inline(out: Out) -> bytes:
+    data, start = b"", 0
+    for pos, sl in out.slices:
+        data += bytes(out[start:pos]) + Log.read_bytes(sl)
+        start = pos
+    return data + bytes(out[start:])
+
+
+def wait(broker: Any, header: Any, req: Any) -> Any:
+    result = fetch.handle(SimpleNamespace(broker=broker, header=header), req)
+    assert isinstance(result, Pending) and not result.done, "the fetch should wait for data"
+    answers: list[Any] = []
+
+    def done(value: Any, error: BaseException | None) -> None:
+        assert error is None
+        # the general path completes with the response body, which dispatch then encodes
+        answers.append(value if isinstance(value, Out) else
+                       encode_response(fetch.API_KEY, header.api_version, header.correlation_id, value))
+    result.on_done(done)
+    return answers
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_waiting_fetch_is_answered_from_the_append_with_the_general_paths_bytes(
+        tmp_path: Path, loop: asyncio.AbstractEventLoop, version: int) -> None:
+    p = leader(tmp_path, "topic-with-a-longer-name" * 3)
+    broker = broker_of(p, loop)
+    append(p, 5)
+    header, req = fetch_request(version, [(p.topic, 0, 5)])
+    answers = wait(broker, header, req)
+    append(p, 7, value_size=200)  # over 127 bytes: a two-byte length in flexible versions
+    assert len(answers) == 1, "the append that brings data answers the waiting fetch"
+    out = answers[0]
+    assert isinstance(out, Out) and not out.slices, "answered from memory, not by reading the file back"
+    assert bytes(out) == general_answer(broker, header, req)
+
+
+def test_the_answer_carries_the_new_high_watermark_and_log_start(tmp_path: Path,
+                                                               loop: asyncio.AbstractEventLoop) -> None:
+    p = leader(tmp_path)
+    broker = broker_of(p, loop)
+    append(p, 3)
+    p.log.delete_records_before(2)
+    header, req = fetch_request(11, [("t", 0, 3)])
+    answers = wait(broker, header, req)
+    append(p, 4)
+    assert bytes(answers[0]) == general_answer(broker, header, req)
+    cid, msg = decode_response(fetch.API_KEY, 11, bytes(answers[0])[4:])
+    part = msg.responses[0].partitions[0]
+    assert (cid, part.high_watermark, part.last_stable_offset, part.log_start_offset) == (99, 7, 7, 2)
+    assert part.error_code == 0 and part.preferred_read_replica == -1
+
+
+@pytest.mark.parametrize("limit", ["partition_max_bytes", "max_bytes"])
+def test_a_batch_over_the_fetch_limits_takes_the_general_path(tmp_path: Path, loop: asyncio.AbstractEventLoop,
+                                                              limit: str) -> None:
+    p = leader(tmp_path)
+    broker = broker_of(p, loop)
+    header, req = fetch_request(12, [("t", 0, 0)], **{limit: 100})
+    answers = wait(broker, header, req)
+    append(p, 10)  # ~500 bytes: over the limit, so the general path applies KIP-74 (first batch whole)
+    out = answers[0]
+    assert isinstance(out, Out) and out.slices, "the general path answered (a file slice)"
+    assert inline(out) == general_answer(broker, header, req)
+
+
+def test_min_bytes_above_the_batch_is_left_to_the_general_path(tmp_path: Path,
+                                                               loop: asyncio.AbstractEventLoop) -> None:
+    p = leader(tmp_path)
+    broker = broker_of(p, loop)
+    header, req = fetch_request(12, [("t", 0, 0)], min_bytes=100_000)
+    answers = wait(broker, header, req)
+    append(p, 2)
+    out = answers[0]
+    assert isinstance(out, Out) and out.slices, "the general path decided (a file slice)"
+    assert inline(out) == general_answer(broker, header, req)
+
+
+def test_a_fetch_of_several_partitions_takes_the_general_path(tmp_path: Path,
+                                                              loop: asyncio.AbstractEventLoop) -> None:
+    a, b = leader(tmp_path / "a", "a"), leader(tmp_path / "b", "b")
+    by_name = {"a": a, "b": b}
+    broker = broker_of(a, loop)
+    broker.replicas = SimpleNamespace(get=lambda t, i: by_name.get(t) if i == 0 else None)
+    header, req = fetch_request(12, [("a", 0, 0), ("b", 0, 0)])
+    answers = wait(broker, header, req)
+    append(b, 3)
+    out = answers[0]
+    assert out.slices, "two partitions: the general path"
+    assert inline(out) == general_answer(broker, header, req)
+
+
+def test_the_appended_bytes_are_not_kept_after_the_append(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    append(p, 3)
+    assert p.just_appended is None
