@@ -51,13 +51,22 @@ for i in $(seq "$REPEAT"); do
   $K throughput --bootstrap mock --label mock --num 1000000 --size 100 --acks 1 --linger-ms 5 --repeat 1 --no-consume >> "$OUT/A-mock.jsonl" 2>/dev/null
   $K throughput --bootstrap mock --label mock --num 200000 --size 1024 --acks all --linger-ms 5 --repeat 1 --no-consume >> "$OUT/B-mock.jsonl" 2>/dev/null
 done
-for peer in "${PEERS[@]}"; do
-  label=${peer%%:*}; port=${peer##*:}
-  echo "==> latency: $label"
-  start "$label" "$port"
-  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --rate 10000 --duration 10 --warmup 2 --linger-ms 5 --acks 1 > "$OUT/C-$label.jsonl" 2>/dev/null
-  # the same rate with no linger: what the broker adds, without the producer's 5 ms wait
-  $K latency --bootstrap "127.0.0.1:$port" --label "$label" --broker-pid "$PID" --rate 10000 --duration 10 --warmup 2 --linger-ms 0 --acks 1 > "$OUT/D-$label.jsonl" 2>/dev/null
-  stop
+# Latency: the bench README's command C (1,000 then 10,000 msg/s, 20 s each after a 2 s
+# warm-up, one topic per rate) on a freshly started broker, brokers alternating, every round
+# with linger.ms=5 (the row) and once with linger.ms=0 (the broker's own share, without
+# the producer's 5 ms wait).
+latency() {  # latency LABEL PORT LINGER FILE
+  $K latency --bootstrap "127.0.0.1:$2" --label "$1" --broker-pid "$PID" --rate 1000 --rate 10000 \
+     --duration 20 --warmup 2 --linger-ms "$3" --acks 1 >> "$OUT/$4-$1.jsonl" 2>/dev/null
+}
+for i in $(seq "$REPEAT"); do
+  for peer in "${PEERS[@]}"; do
+    label=${peer%%:*}; port=${peer##*:}
+    echo "==> latency round $i: $label"
+    start "$label" "$port"
+    latency "$label" "$port" 5 C
+    [ "$i" = 1 ] && latency "$label" "$port" 0 D
+    stop
+  done
 done
 .venv/bin/python bench/summarize.py "$OUT"

@@ -43,11 +43,14 @@ def main() -> None:
                 cells.append(cell)
             print(f"| {name} {phase} rec/s | " + " | ".join(cells) + " |")
     for wl, linger in (("C", 5), ("D", 0)):
-        cells = []
-        for label in labels:
-            rs = rows(out / f"{wl}-{label}.jsonl", "latency")
-            cells.append(f"{rs[0]['p50_ms']:.2f} / {rs[0]['p99_ms']:.2f}" if rs else "-")
-        print(f"| e2e latency 10k/s linger {linger}, p50 / p99 ms | " + " | ".join(cells) + " |")
+        for rate in (10000, 1000):
+            cells = []
+            for label in labels:
+                rs = [r for r in rows(out / f"{wl}-{label}.jsonl", "latency") if r.get("target_rate", rate) == rate]
+                p50 = statistics.median(r["p50_ms"] for r in rs) if rs else None
+                p99 = statistics.median(r["p99_ms"] for r in rs) if rs else None
+                cells.append(f"{p50:.2f} / {p99:.2f}" + (f" ({len(rs)} runs)" if len(rs) > 1 else "") if rs else "-")
+            print(f"| e2e latency {rate // 1000}k/s linger {linger}, p50 / p99 ms | " + " | ".join(cells) + " |")
     cells = []
     for label in labels:
         rs = rows(out / f"{label}-startup.jsonl", "startup")
