@@ -146,7 +146,8 @@ class _TailAnswer:
     the fetch starts to wait, the rest is packed when the batch arrives. Byte for byte what
     `encode_response` makes of `_read`'s answer (tested for every version)."""
 
-    __slots__ = ("fetch_offset", "leader_epoch", "max_bytes", "prefix", "fields", "flexible", "lso", "replica")
+    __slots__ = ("fetch_offset", "leader_epoch", "max_bytes", "prefix", "fields", "flexible", "has_log_start",
+                 "replica")
 
     @classmethod
     def for_request(cls, header: Any, req: Any) -> "_TailAnswer | None":
@@ -179,8 +180,8 @@ class _TailAnswer:
         head += struct.pack(">ih", fp.partition, 0)  # partition_index, error_code
         self.prefix = bytes(head)
         # high_watermark, last_stable_offset (v4+), log_start_offset (v5+)
-        self.lso = version >= 5
-        self.fields = struct.Struct(">qqq" if self.lso else ">qq")
+        self.has_log_start = version >= 5
+        self.fields = struct.Struct(">qqq" if self.has_log_start else ">qq")
         # aborted_transactions: null; preferred_read_replica (v11+): -1
         self.replica = (b"\0" if flexible else I32.pack(-1)) + (I32.pack(-1) if version >= 11 else b"")
 
@@ -188,7 +189,7 @@ class _TailAnswer:
         out = Out()
         out += b"\0\0\0\0"
         out += self.prefix
-        out += self.fields.pack(hw, hw, log_start) if self.lso else self.fields.pack(hw, hw)
+        out += self.fields.pack(hw, hw, log_start) if self.has_log_start else self.fields.pack(hw, hw)
         out += self.replica
         if self.flexible:
             write_uvarint(out, len(records) + 1)
