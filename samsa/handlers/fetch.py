@@ -101,13 +101,19 @@ class _LongPoll:
             return False
         try:
             partition.check_leader(tail.leader_epoch)
-            out = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
-        except Exception:  # fenced meanwhile, or anything unexpected: the general path decides
+        except KafkaError:  # fenced meanwhile: the general path answers with the error
             return False
         self.watched = []  # the waking partition handed its waiters over
         self.timer.cancel()
         try:
-            self.pending.complete(out)
+            answer: Any = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
+        except Exception as e:  # as in _check: this fetch's connection closes (logged there)
+            answer = e
+        try:
+            if isinstance(answer, Exception):
+                self.pending.fail(answer)
+            else:
+                self.pending.complete(answer)
         except Exception:
             log.exception("could not answer a fetch")
         return True

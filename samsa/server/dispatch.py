@@ -85,7 +85,8 @@ class Dispatcher:
         if isinstance(result, Pending):
             cid = header.correlation_id
             # (a body that is already a frame, as a fetch answered from an append, goes as it is)
-            return result.then(lambda body: body if isinstance(body, Out) else encode_response(api_key, version, cid, body))
+            return result.then(
+                lambda body: body if isinstance(body, Out) else encode_response(api_key, version, cid, body))
         if inspect.isawaitable(result):
             return self._finish_later(header, result)
         return encode_response(api_key, version, header.correlation_id, result)

@@ -31,6 +31,7 @@ from samsa.protocol.messages import (
 )
 from samsa.protocol.records import build_batch, scan_batches
 from samsa.protocol.schema import Out
+from samsa.server import network
 from samsa.server.network import Pending
 from samsa.server.replica_manager import Partition
 from samsa.storage.config import LogConfig
@@ -87,15 +88,7 @@ def general_answer(broker: Any, header: Any, req: Any) -> bytes:
     """The general path's frame: `_read` now, encoded, with its file slices read in."""
     responses, _, _, _ = fetch._read(broker, req)
     out = encode_response(fetch.API_KEY, header.api_version, header.correlation_id, fetch._response(responses))
-    return inline(out)
-
-
-def inline(out: Out) -> bytes:
-    data, start = b"", 0
-    for pos, sl in out.slices:
-        data += bytes(out[start:pos]) + Log.read_bytes(sl)
-        start = pos
-    return data + bytes(out[start:])
+    return network._inline(out)
 
 
 def wait(broker: Any, header: Any, req: Any) -> Any:
@@ -153,7 +146,7 @@ def test_a_batch_over_the_fetch_limits_takes_the_general_path(tmp_path: Path, lo
     append(p, 10)  # ~500 bytes: over the limit, so the general path applies KIP-74 (first batch whole)
     out = answers[0]
     assert isinstance(out, Out) and out.slices, "the general path answered (a file slice)"
-    assert inline(out) == general_answer(broker, header, req)
+    assert network._inline(out) == general_answer(broker, header, req)
 
 
 def test_min_bytes_above_the_batch_is_left_to_the_general_path(tmp_path: Path,
@@ -165,7 +158,7 @@ def test_min_bytes_above_the_batch_is_left_to_the_general_path(tmp_path: Path,
     append(p, 2)
     out = answers[0]
     assert isinstance(out, Out) and out.slices, "the general path decided (a file slice)"
-    assert inline(out) == general_answer(broker, header, req)
+    assert network._inline(out) == general_answer(broker, header, req)
 
 
 def test_a_fetch_of_several_partitions_takes_the_general_path(tmp_path: Path,
@@ -179,7 +172,7 @@ def test_a_fetch_of_several_partitions_takes_the_general_path(tmp_path: Path,
     append(b, 3)
     out = answers[0]
     assert out.slices, "two partitions: the general path"
-    assert inline(out) == general_answer(broker, header, req)
+    assert network._inline(out) == general_answer(broker, header, req)
 
 
 def test_the_appended_bytes_are_not_kept_after_the_append(tmp_path: Path) -> None:
