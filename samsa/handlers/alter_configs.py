@@ -12,20 +12,20 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+async def handle(ctx: Any, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     responses = []
     for r in req.resources:
         configs = {c.name: c.value for c in r.configs}
         try:
             if r.resource_type == TOPIC:
-                broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in configs.items() if v is not None},
+                await broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in configs.items() if v is not None},
                                                req.validate_only)
             elif r.resource_type == BROKER:
                 current = (broker.config.dynamic_broker_configs() if r.resource_name
                            else broker.config.dynamic_default_configs())
                 changes: dict[str, str | None] = {k: None for k in current} | configs
-                broker.admin.set_broker_configs(r.resource_name, changes, req.validate_only)
+                await broker.admin.set_broker_configs(r.resource_name, changes, req.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
         except KafkaError as e:

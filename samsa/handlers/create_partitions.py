@@ -11,12 +11,12 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-def handle(ctx: Any, req: Any) -> Any:
+async def handle(ctx: Any, req: Any) -> Any:
     results = []
     for t in req.topics:
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
-            ctx.broker.admin.create_partitions(t.name, t.count, assignment, req.validate_only)
+            await ctx.broker.admin.create_partitions(t.name, t.count, assignment, req.validate_only)
         except KafkaError as e:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message})
             continue
@@ -28,10 +28,7 @@ def handle(ctx: Any, req: Any) -> Any:
     view = ctx.broker.cluster
 
     def ready() -> bool:
-        return all(view.topic_ready(n) and len(ctx.broker.topics[n].partitions) >= grown[n] for n in ok)
+        return all(ctx.broker.topic_ready(n) and len(ctx.broker.topics[n].partitions) >= grown[n] for n in ok)
 
-    async def when_ready() -> dict[str, Any]:
-        await view.wait_until(ready, max(req.timeout, 0) / 1000)
-        return {"throttle_time": 0, "results": results}
-
-    return when_ready()
+    await view.wait_until(ready, max(req.timeout, 0) / 1000)
+    return {"throttle_time": 0, "results": results}

@@ -12,7 +12,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-def handle(ctx: Any, req: Any) -> Any:
+async def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     results = []
     seen: set[str] = set()
@@ -31,7 +31,7 @@ def handle(ctx: Any, req: Any) -> Any:
                             "num_partitions": -1, "replication_factor": -1})
             continue
         try:
-            topic = broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+            topic = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
                                               assignment, req.validate_only)
         except KafkaError as e:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message,
@@ -50,18 +50,19 @@ def handle(ctx: Any, req: Any) -> Any:
     created = [r["name"] for r in results if r["error_code"] == 0]
     if req.validate_only or not created:
         return {"throttle_time": 0, "topics": results}
-    return _when_ready(broker, created, results, req.timeout)
+    return await _when_ready(broker, created, results, req.timeout)
 
 
 async def _when_ready(broker: Any, names: list[str], results: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:
     """Answer once the controller has given every new partition a leader (as Kafka waits
     for the topics' metadata), or at the request's timeout with REQUEST_TIMED_OUT."""
     view = broker.cluster
+    ready = broker.topic_ready
     if timeout_ms <= 0:  # Kafka: a zero timeout answers at once, the creation under way
         return {"throttle_time": 0, "topics": results}
-    await view.wait_until(lambda: all(view.topic_ready(n) for n in names), max(timeout_ms, 0) / 1000)
+    await view.wait_until(lambda: all(ready(n) for n in names), max(timeout_ms, 0) / 1000)
     for r in results:
-        if r["error_code"] == 0 and not view.topic_ready(r["name"]):
+        if r["error_code"] == 0 and not ready(r["name"]):
             r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
             r["error_message"] = "the topic was created but its partitions have no leader yet"
     return {"throttle_time": 0, "topics": results}

@@ -13,7 +13,7 @@ MAX_VERSION = 6
 _ZERO = bytes(16)
 
 
-def handle(ctx: Any, req: Any) -> Any:
+async def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
@@ -30,7 +30,7 @@ def handle(ctx: Any, req: Any) -> Any:
         topic = broker.topics.get(name)
         tid_bytes = topic.topic_id.bytes if topic else _ZERO
         try:
-            broker.admin.delete_topic(name)
+            await broker.admin.delete_topic(name)
         except KafkaError as e:
             responses.append({"name": name, "topic_id": tid_bytes, "error_code": int(e.code), "error_message": e.message})
             continue
@@ -38,7 +38,7 @@ def handle(ctx: Any, req: Any) -> Any:
     deleted = [r["name"] for r in responses if r["error_code"] == 0]
     if not deleted:
         return {"throttle_time": 0, "responses": responses}
-    return _when_gone(broker, deleted, responses, req.timeout)
+    return await _when_gone(broker, deleted, responses, req.timeout)
 
 
 async def _when_gone(broker: Any, names: list[str], responses: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:

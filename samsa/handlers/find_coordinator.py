@@ -18,12 +18,12 @@ MAX_VERSION = 6
 GROUP = 0
 
 
-def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
+async def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
     if key_type != GROUP:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "error_message": "transactions are not supported by this broker"}
-    node = ctx.broker.groups.coordinator_for(key, ctx.conn.server.name)
+    node = await ctx.broker.groups.coordinator_for(key, ctx.conn.server.name)
     if node is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
@@ -31,10 +31,10 @@ def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
     return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": 0, "error_message": None}
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+async def handle(ctx: Any, req: Any) -> dict[str, Any]:
     if ctx.version >= 4:
         return {"throttle_time": 0,
-                "coordinators": [_lookup(ctx, k, req.key_type) for k in req.coordinator_keys]}
-    found = _lookup(ctx, req.key, getattr(req, "key_type", GROUP))
+                "coordinators": [await _lookup(ctx, k, req.key_type) for k in req.coordinator_keys]}
+    found = await _lookup(ctx, req.key, getattr(req, "key_type", GROUP))
     return {"throttle_time": 0, "error_code": found["error_code"], "error_message": found["error_message"],
             "node_id": found["node_id"], "host": found["host"], "port": found["port"]}

@@ -34,7 +34,7 @@ def _apply(current: dict[str, str], ops: list[Any]) -> dict[str, str | None]:
     return out
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+async def handle(ctx: Any, req: Any) -> dict[str, Any]:
     broker = ctx.broker
     responses = []
     for r in req.resources:
@@ -47,12 +47,12 @@ def handle(ctx: Any, req: Any) -> dict[str, Any]:
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{r.resource_name}' does not exist")
                 new = _apply(topic.configs, r.configs)
-                broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in new.items() if v is not None},
+                await broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in new.items() if v is not None},
                                                req.validate_only)
             elif r.resource_type == BROKER:
                 current = (broker.config.dynamic_broker_configs() if r.resource_name
                            else broker.config.dynamic_default_configs())
-                broker.admin.set_broker_configs(r.resource_name, _apply(current, r.configs), req.validate_only)
+                await broker.admin.set_broker_configs(r.resource_name, _apply(current, r.configs), req.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
         except KafkaError as e:

@@ -52,15 +52,8 @@ def handle(ctx: Any, req: Any) -> Any:
                 topics.append({"error_code": int(e.code), "name": name, "partitions": []})
                 continue
             if allow_auto and broker.config.get_bool("auto.create.topics.enable"):
-                try:
-                    topic = broker.auto_create_topic(name)
-                except KafkaError as e:
-                    code = ErrorCode.TOPIC_ALREADY_EXISTS
-                    if e.code != code:
-                        topics.append({"error_code": int(e.code), "name": name, "partitions": []})
-                        continue
                 created.append(name)
-                topics.append(name)
+                topics.append(name)  # created below, then described
                 continue
             else:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []})
@@ -74,13 +67,24 @@ def handle(ctx: Any, req: Any) -> Any:
 async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> dict[str, Any]:
     broker = ctx.broker
     view = broker.cluster
-    await view.wait_until(lambda: all(view.topic_ready(n) for n in created), AUTO_CREATE_WAIT_S)
+    failed: dict[str, KafkaError] = {}
+    for name in created:
+        try:
+            await broker.auto_create_topic(name)
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                failed[name] = e
+    ready = broker.topic_ready
+    await view.wait_until(lambda: all(ready(n) for n in created if n not in failed), AUTO_CREATE_WAIT_S)
     out = []
     for t in topics:
         if isinstance(t, str):
             topic = broker.topics.get(t)
-            out.append(describe_topic(broker, topic) if topic is not None and view.topic_ready(t) else
-                       {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
+            if t in failed:
+                out.append({"error_code": int(failed[t].code), "name": t, "partitions": []})
+            else:
+                out.append(describe_topic(broker, topic) if topic is not None and ready(t) else
+                           {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
         else:
             out.append(t)
     return _response(ctx, out)
@@ -120,6 +124,10 @@ def describe_topic(broker: Any, topic: Any) -> dict[str, Any]:
         replicas = topic.partitions[index]
         st = view.state(topic.name, index)
         leader = st.leader if st is not None and st.leader in live else -1
+        if leader == broker.node_id:
+            part = broker.replicas.get(topic.name, index)
+            if part is not None and not part.is_leader:
+                leader = -1  # fenced here (cut off from ZooKeeper): send the client elsewhere
         parts.append({
             "error_code": 0 if leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
             "partition_index": index,

@@ -1,51 +1,39 @@
 """The metadata store: a small tree of versioned nodes, as ZooKeeper keeps Kafka's metadata.
 
-One interface, two backends. `EmbeddedStore` (this module) serves a single broker with no
-other process to run: nodes live in memory and persistent ones are written to one JSON file
-(atomically: temp file, fsync, rename) on every change. The ZooKeeper backend (a later
-module) maps the same calls onto znodes. Versions give compare-and-set: `set(path, data,
-version)` fails with `BadVersion` unless the node is still at `version`.
+One asynchronous interface, two engines: `EmbeddedStore` (`embedded.py`) serves a single
+broker with no other process to run; `ZooKeeperStore` (`zookeeper.py`) maps the same calls
+onto znodes of a real ensemble. Both keep one contract (`tests/zk/test_store.py` runs it on
+each).
 
-File format (`samsa-metadata.json`): {"version": 1, "nodes": {"/path": {"data": "<base64>",
-"version": N}}}.
+Every call that reads or writes is a coroutine, so nothing here ever blocks the event loop:
+the ZooKeeper engine hands kazoo's asynchronous results back as asyncio futures, the
+embedded engine makes its writes durable in a thread of its own. Versions give
+compare-and-set: `set(path, data, version)` fails with `BadVersion` unless the node is still
+at `version`. A write returns once it is durable (ZooKeeper's quorum, or the embedded
+journal on disk).
+
+Watches (`watch_children`, `watch_data`) call their callback on the store's event loop with
+the node's latest state: once at registration, then after changes (intermediate states may
+be skipped, as with ZooKeeper's one-shot watches re-armed). A callback must only record or
+enqueue what it got: the work it causes belongs to the task that consumes the queue (the
+controller's, the cluster view's).
+
+Sessions: ephemeral nodes belong to the session that created it (`session_id`; `owner(path)`
+names a node's). The session listener says when the connection is suspended, when the
+session is lost (its ephemerals are gone), and when it is back (`new_session`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import json
 import logging
-import os
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
+
+Node = tuple[bytes, int]  # (data, version)
 
 
 class StoreError(Exception):
     pass
-
-
-def log_failures(logger: logging.Logger, what: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Decorate an event handler (a watch callback) so that it logs, rather than raises, what
-    goes wrong: a store error is a warning (the watch fires again once the store is back), a
-    bug is logged with its traceback. Either way the event loop carries on."""
-
-    def wrap(fn: Callable[..., None]) -> Callable[..., None]:
-        def run(*args: Any) -> None:
-            try:
-                fn(*args)
-            except StoreError as e:
-                logger.warning("%s event %s not handled: %s", what, fn.__name__, e)
-            except Exception:
-                logger.exception("%s event %s failed", what, fn.__name__)
-
-        run.__name__ = fn.__name__
-        return run
-
-    return wrap
 
 
 class NoNode(StoreError):
@@ -64,231 +52,86 @@ class Fenced(StoreError):
     """A guarded write found its guard node moved on (e.g. a newer controller epoch)."""
 
 
-class MetadataStore(Protocol):
-    connected: bool
+class ConnectionLost(StoreError):
+    """Not connected to the store (the session may still be alive); retry later."""
 
-    def get(self, path: str) -> tuple[bytes, int] | None: ...
-    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]: ...
-    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
-                    ) -> list[StoreError | None]: ...
-    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
-                 ) -> list[int | StoreError]: ...
-    def children(self, path: str) -> list[str]: ...
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None: ...
-    def set(self, path: str, data: bytes, version: int = -1) -> int: ...
-    def delete(self, path: str, *, recursive: bool = False) -> None: ...
-    def close(self) -> None: ...
-    def watch_children(self, path: str, callback: Callable[[list[str]], Any], *,
-                       loop: asyncio.AbstractEventLoop | None = None) -> Any: ...
-    def watch_data(self, path: str, callback: Callable[[bytes | None, int | None], Any], *,
-                   loop: asyncio.AbstractEventLoop | None = None) -> Any: ...
+
+class SessionLost(StoreError):
+    """The session expired or the store was closed; its ephemeral nodes are gone."""
+
+
+def log_failures(logger: logging.Logger, what: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorate an event handler so that it logs, rather than raises, what goes wrong: a store
+    error is a warning (the event comes again once the store is back), a bug is logged with
+    its traceback. Either way the caller (an event loop, a queue consumer) carries on. Works
+    on plain functions and on coroutine functions."""
+    import inspect
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+            async def run_async(*args: Any) -> None:
+                try:
+                    await fn(*args)
+                except StoreError as e:
+                    logger.warning("%s event %s not handled: %s", what, fn.__name__, e)
+                except Exception:
+                    logger.exception("%s event %s failed", what, fn.__name__)
+
+            run_async.__name__ = fn.__name__
+            return run_async
+
+        def run(*args: Any) -> None:
+            try:
+                fn(*args)
+            except StoreError as e:
+                logger.warning("%s event %s not handled: %s", what, fn.__name__, e)
+            except Exception:
+                logger.exception("%s event %s failed", what, fn.__name__)
+
+        run.__name__ = fn.__name__
+        return run
+
+    return wrap
+
+
+class Watch(Protocol):
+    path: str
+
+    def cancel(self) -> None: ...
+
+
+ChildrenCallback = Callable[[list[str]], Any]
+DataCallback = Callable[[bytes | None, int | None], Any]
+
+
+class MetadataStore(Protocol):
+    """What the broker and the controller use of a metadata store (see the module docstring)."""
+
+    @property
+    def connected(self) -> bool: ...
+
+    @property
+    def session_id(self) -> int: ...
+
+    async def get(self, path: str) -> Node | None: ...
+    async def get_many(self, paths: list[str]) -> list[Node | None]: ...
+    async def children(self, path: str) -> list[str]: ...
+    async def owner(self, path: str) -> int | None: ...
+    async def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None: ...
+    async def set(self, path: str, data: bytes, version: int = -1) -> int: ...
+    async def delete(self, path: str, *, recursive: bool = False) -> None: ...
+    async def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
+                          ) -> list[StoreError | None]: ...
+    async def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
+                       ) -> list[int | StoreError]: ...
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> Watch: ...
+    async def watch_data(self, path: str, callback: DataCallback) -> Watch: ...
     def add_session_listener(self, *, on_session_lost: Callable[[], Any] | None = None,
                              on_reconnected: Callable[[bool], Any] | None = None,
-                             on_suspended: Callable[[], Any] | None = None,
-                             loop: asyncio.AbstractEventLoop | None = None) -> None: ...
+                             on_suspended: Callable[[], Any] | None = None) -> None: ...
+    def disconnected_for(self) -> float: ...
+    async def close(self) -> None: ...
 
 
-def _parent(path: str) -> str:
+def parent_of(path: str) -> str:
     return path.rsplit("/", 1)[0] or "/"
-
-
-@dataclass(eq=False)
-class LocalWatch:
-    """A watch on the embedded store: `callback` gets the node's latest state after changes."""
-
-    path: str
-    children: bool
-    callback: Callable[..., Any]
-    loop: asyncio.AbstractEventLoop | None
-    cancelled: bool = False
-    pending: bool = field(default=False, repr=False)
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class EmbeddedStore:
-    """An in-process store persisted to a JSON file; ephemeral nodes die with the process."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
-        self._ephemeral: set[str] = set()
-        self._watches: list[LocalWatch] = []
-        self._batch = 0  # > 0 inside create_many: persist once at the end
-        self.connected = True
-        if path.exists():
-            try:
-                doc = json.loads(path.read_text())
-                for p, n in doc["nodes"].items():
-                    self._nodes[p] = (base64.b64decode(n["data"]), int(n["version"]))
-            except (ValueError, KeyError, TypeError) as e:
-                raise StoreError(f"metadata file {path} is unreadable: {e}") from None
-
-    def _persist(self) -> None:
-        if self._batch:
-            return
-        doc = {
-            "version": 1,
-            "nodes": {
-                p: {"data": base64.b64encode(d).decode(), "version": v}
-                for p, (d, v) in sorted(self._nodes.items())
-                if p not in self._ephemeral and p != "/"
-            },
-        }
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-
-    def get(self, path: str) -> tuple[bytes, int] | None:
-        return self._nodes.get(path)
-
-    def children(self, path: str) -> list[str]:
-        prefix = path.rstrip("/") + "/"
-        return sorted(p[len(prefix) :] for p in self._nodes if p.startswith(prefix) and "/" not in p[len(prefix) :])
-
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None:
-        with self._lock:
-            if path in self._nodes:
-                raise NodeExists(path)
-            parent = _parent(path)
-            missing = []
-            while parent not in self._nodes:
-                missing.append(parent)
-                parent = _parent(parent)
-            if missing and not make_parents:
-                raise NoNode(_parent(path))
-            for p in reversed(missing):
-                self._nodes[p] = (b"", 0)
-            self._nodes[path] = (data, 0)
-            if ephemeral:
-                self._ephemeral.add(path)
-            else:
-                self._persist()
-        self._changed([path, *missing])
-
-    def set(self, path: str, data: bytes, version: int = -1) -> int:
-        with self._lock:
-            cur = self._nodes.get(path)
-            if cur is None:
-                raise NoNode(path)
-            if version != -1 and cur[1] != version:
-                raise BadVersion(f"{path} is at version {cur[1]}, not {version}")
-            self._nodes[path] = (data, cur[1] + 1)
-            if path not in self._ephemeral:
-                self._persist()
-        self._changed([path], created=False)
-        return cur[1] + 1
-
-    def delete(self, path: str, *, recursive: bool = False) -> None:
-        with self._lock:
-            if path not in self._nodes:
-                raise NoNode(path)
-            prefix = path + "/"
-            kids = [p for p in self._nodes if p.startswith(prefix)]
-            if kids and not recursive:
-                raise StoreError(f"{path} has children")
-            for p in kids + [path]:
-                del self._nodes[p]
-                self._ephemeral.discard(p)
-            self._persist()
-        self._changed(kids + [path])
-
-    # -- batches: one file write for many nodes (the ZooKeeper backend pipelines them) ----------
-
-    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
-        return [self._nodes.get(p) for p in paths]
-
-    def _guard_ok(self, guard: tuple[str, int] | None) -> bool:
-        return guard is None or (guard[0] in self._nodes and self._nodes[guard[0]][1] == guard[1])
-
-    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
-                    ) -> list[StoreError | None]:
-        if not self._guard_ok(guard):
-            return [Fenced(f"{guard[0]} moved on") for _ in items]  # type: ignore[index]
-        out: list[StoreError | None] = []
-        self._batch += 1
-        try:
-            for path, data in items:
-                try:
-                    self.create(path, data)
-                    out.append(None)
-                except StoreError as e:
-                    out.append(e)
-        finally:
-            self._batch -= 1
-        self._persist()
-        return out
-
-    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
-                 ) -> list[int | StoreError]:
-        if not self._guard_ok(guard):
-            return [Fenced(f"{guard[0]} moved on") for _ in items]  # type: ignore[index]
-        out: list[int | StoreError] = []
-        self._batch += 1
-        try:
-            for path, data, version in items:
-                try:
-                    out.append(self.set(path, data, version))
-                except StoreError as e:
-                    out.append(e)
-        finally:
-            self._batch -= 1
-        self._persist()
-        return out
-
-    # -- watches, as the ZooKeeper backend's: the latest state, delivered after each change ------
-
-    def watch_children(self, path: str, callback: Callable[[list[str]], Any], *,
-                       loop: asyncio.AbstractEventLoop | None = None) -> LocalWatch:
-        if path not in self._nodes:
-            self.create(path, b"")
-        w = LocalWatch(path, True, callback, loop)
-        self._watches.append(w)
-        self._fire(w)
-        return w
-
-    def watch_data(self, path: str, callback: Callable[[bytes | None, int | None], Any], *,
-                   loop: asyncio.AbstractEventLoop | None = None) -> LocalWatch:
-        w = LocalWatch(path, False, callback, loop)
-        self._watches.append(w)
-        self._fire(w)
-        return w
-
-    def add_session_listener(self, **_: Any) -> None:
-        """An in-process store has no session to lose."""
-
-    def _changed(self, paths: list[str], created: bool = True) -> None:
-        if not self._watches:
-            return
-        self._watches = [w for w in self._watches if not w.cancelled]
-        touched = set(paths)
-        parents = {_parent(p) for p in paths} if created else set()
-        for w in self._watches:
-            if (w.path in parents) if w.children else (w.path in touched):
-                self._fire(w)
-
-    def _fire(self, w: LocalWatch) -> None:
-        if w.loop is None:
-            self._deliver(w)
-        elif not w.pending:  # coalesce: the callback reads the state when it runs
-            w.pending = True
-            w.loop.call_soon(self._deliver, w)
-
-    def _deliver(self, w: LocalWatch) -> None:
-        w.pending = False
-        if w.cancelled:
-            return
-        if w.children:
-            w.callback(self.children(w.path))
-        else:
-            node = self._nodes.get(w.path)
-            w.callback(*(node if node is not None else (None, None)))
-
-    def close(self) -> None:
-        for w in self._watches:
-            w.cancel()

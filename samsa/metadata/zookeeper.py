@@ -1,37 +1,36 @@
-"""The ZooKeeper backend of the metadata store: `MetadataStore` over a real ZooKeeper ensemble.
+"""The ZooKeeper engine of the metadata store: `MetadataStore` over a real ZooKeeper ensemble.
 
-How it works. One `kazoo` client holds one ZooKeeper session. `zookeeper.connect` is Kafka's
-string, `h1:2181,h2:2181/chroot`: we connect to the hosts without the chroot, create the chroot
-if it is missing (as Kafka does), then prefix every path with it. Calls are synchronous (kazoo
-runs the socket in its own thread; asyncio callers use `loop.run_in_executor`) and each waits at
-most `zookeeper.session.timeout.ms`: past that the session is as good as gone anyway. A call
-made while disconnected fails at once with `ConnectionLost` rather than queueing, so a broker
-can refuse what needs ZooKeeper and keep serving the rest. Versions are znode data versions,
-so `set(path, data, version)` is ZooKeeper's own compare-and-set.
+How it works. One `kazoo` client holds one ZooKeeper session; kazoo runs the socket in a
+thread of its own. Every call uses kazoo's asynchronous API: the request is queued to that
+thread at once and its result comes back as an asyncio future (`_bridge`: kazoo's completion
+callback hands it to the loop with `call_soon_threadsafe`). So the event loop never waits on
+ZooKeeper, and a batch (`get_many`, `set_many`, ...) is pipelined: many requests in flight,
+one round trip. Opening the session (`ZooKeeperStore.connect`) runs in a worker thread.
+
+`zookeeper.connect` is Kafka's string, `h1:2181,h2:2181/chroot`: we connect to the hosts
+without the chroot, create the chroot if it is missing (as Kafka does), then prefix every
+path with it. A call made while disconnected fails at once with `ConnectionLost` rather
+than queueing, so a broker refuses what needs ZooKeeper and keeps serving the rest; one in
+flight when the connection drops fails the same way. Versions are znode data versions, so
+`set(path, data, version)` is ZooKeeper's own compare-and-set; a guarded write is a multi
+(check the guard's version + the write).
 
 kazoo's errors become the store's: NoNodeError -> NoNode, NodeExistsError -> NodeExists,
 BadVersionError -> BadVersion, ConnectionLoss / timeouts -> ConnectionLost, SessionExpired
--> SessionLost (both StoreError subclasses), anything else -> StoreError.
+-> SessionLost, anything else -> StoreError.
 
-Watches (`watch_children`, `watch_data`) and the session listener (`add_session_listener`)
-are called from kazoo's thread; given an asyncio `loop`, callbacks are handed to it with
-`loop.call_soon_threadsafe`, so the controller's event loop stays the one writer of its state.
-ZooKeeper watches are one-shot; kazoo's ChildrenWatch/DataWatch recipes re-arm them, and
-re-read after a reconnect or a new session, so a callback always sees the latest state (it may
-skip intermediate ones, as with Kafka's watches).
+Watches. ZooKeeper's watches are one-shot: each `_ZkWatch` re-arms itself (a read with a
+watch) whenever it fires, and after every reconnection (kazoo drops its watchers when the
+connection drops; a new session has none). Results come back through kazoo's single
+completion thread in request order; a sequence number drops any that a newer read has
+overtaken, and a state equal to the last one delivered is not delivered again. Callbacks
+run on the loop.
 
 Session states. SUSPENDED: the connection dropped, the session may still live (ephemerals
-still there): `on_suspended`. LOST: the session expired; our ephemeral nodes (broker
-registration, /controller) are gone and another broker may already be controller: a broker
-must stop acting as controller/leader on `on_session_lost`. kazoo then opens a new session by
-itself; `on_reconnected(new_session)` says whether ephemerals must be re-created.
-
-Why kazoo and not aiozk: kazoo is the maintained, widely used Python ZooKeeper client (the
-python-zk project: 3.8 servers, SASL, read-only mode, tested recipes for watches, locks and
-elections, correct session-expiry handling and reconnection across an ensemble). aiozk is
-asyncio-native but small, sparsely maintained and has fewer users; its session handling is
-where bugs would cost us most (a zombie leader). The price of kazoo is a thread, which is
-contained here: results are plain return values and events are marshalled onto the loop.
+still there): `on_suspended`; `disconnected_for()` says for how long. LOST: the session
+expired; our ephemerals are gone and another broker may already be controller:
+`on_session_lost`. kazoo opens a new session by itself; `on_reconnected(new_session)` says
+whether ephemerals must be created again.
 """
 
 from __future__ import annotations
@@ -39,8 +38,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -56,19 +56,26 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.protocol.states import EventType
+from kazoo.retry import KazooRetry
 
-from samsa.metadata.store import BadVersion, Fenced, NodeExists, NoNode, StoreError
+from samsa.metadata.store import (
+    BadVersion,
+    ChildrenCallback,
+    ConnectionLost,
+    DataCallback,
+    Fenced,
+    Node,
+    NodeExists,
+    NoNode,
+    SessionLost,
+    StoreError,
+    parent_of,
+)
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms default
 
-
-class ConnectionLost(StoreError):
-    """Not connected to ZooKeeper (the session may still be alive); retry later."""
-
-
-class SessionLost(StoreError):
-    """The ZooKeeper session expired or was closed; its ephemeral nodes are gone."""
+__all__ = ["ConnectionLost", "SessionLost", "ZooKeeperStore", "parse_connect"]
 
 
 def parse_connect(connect: str) -> tuple[str, str]:
@@ -83,48 +90,48 @@ def parse_connect(connect: str) -> tuple[str, str]:
     return hosts, chroot
 
 
+def _convert(path: str, e: BaseException) -> BaseException:
+    if isinstance(e, NoNodeError):
+        return NoNode(path)
+    if isinstance(e, NodeExistsError):
+        return NodeExists(path)
+    if isinstance(e, BadVersionError):
+        return BadVersion(f"{path} is not at the expected version")
+    if isinstance(e, NotEmptyError):
+        return StoreError(f"{path} has children")
+    if isinstance(e, SessionExpiredError):  # ConnectionClosedError (a closed client) is a subclass
+        return SessionLost(f"ZooKeeper session lost ({path})")
+    if isinstance(e, (ConnectionLoss, OperationTimeoutError, KazooTimeoutError)):
+        return ConnectionLost(f"ZooKeeper connection lost ({path})")
+    if isinstance(e, KazooException):
+        return StoreError(f"ZooKeeper error on {path}: {type(e).__name__} {e}")
+    return e
+
+
 @contextlib.contextmanager
 def _errors(path: str) -> Iterator[None]:
     try:
         yield
-    except NoNodeError:
-        raise NoNode(path) from None
-    except NodeExistsError:
-        raise NodeExists(path) from None
-    except BadVersionError:
-        raise BadVersion(f"{path} is not at the expected version") from None
-    except NotEmptyError:
-        raise StoreError(f"{path} has children") from None
-    except SessionExpiredError:  # ConnectionClosedError (a closed client) is a subclass
-        raise SessionLost(f"ZooKeeper session lost ({path})") from None
-    except (ConnectionLoss, OperationTimeoutError, KazooTimeoutError):
-        raise ConnectionLost(f"ZooKeeper connection lost ({path})") from None
     except KazooException as e:
-        raise StoreError(f"ZooKeeper error on {path}: {type(e).__name__} {e}") from None
+        raise _convert(path, e) from None
 
 
-def _deliver(loop: asyncio.AbstractEventLoop | None, fn: Callable[..., Any], *args: Any) -> bool:
-    """Run fn(*args) here or on `loop`; False if the loop is closed (the watcher should stop)."""
-    if loop is None:
-        fn(*args)
-        return True
+def _post(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> bool:
+    """Run fn(*args) on `loop` (from kazoo's threads); False once the loop is closed."""
     try:
         loop.call_soon_threadsafe(fn, *args)
-    except RuntimeError:  # loop closed
+    except RuntimeError:
         return False
     return True
 
 
-@dataclass
-class Watch:
-    """A registered watch; `cancel()` stops further callbacks (ZooKeeper's own watch lapses)."""
-
-    path: str
-    cancelled: bool = False
-    _recipe: Any = field(default=None, repr=False)
-
-    def cancel(self) -> None:
-        self.cancelled = True
+def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if fut.done():
+        return
+    if error is not None:
+        fut.set_exception(error)
+    else:
+        fut.set_result(value)
 
 
 @dataclass
@@ -132,51 +139,162 @@ class _SessionListener:
     on_session_lost: Callable[[], Any] | None
     on_reconnected: Callable[[bool], Any] | None
     on_suspended: Callable[[], Any] | None
-    loop: asyncio.AbstractEventLoop | None
+
+
+class _ZkWatch:
+    """A self re-arming watch on one path (see "Watches" in the module docstring)."""
+
+    def __init__(self, store: "ZooKeeperStore", path: str, children: bool, callback: Callable[..., Any]) -> None:
+        self.store = store
+        self.path = path
+        self.children = children
+        self.callback = callback
+        self.cancelled = False
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._delivered_seq = 0
+        self._last: Any = None
+        self._has_last = False
+        self.first: asyncio.Future[None] = store._loop.create_future()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.store._watches.discard(self)
+
+    def arm(self) -> None:
+        """Read the node with a watch set (any thread; only queues a request)."""
+        if self.cancelled or self.store._closed:
+            return
+        with self._lock:
+            self._seq += 1
+            seq = self._seq
+        zk = self.store._zk
+        try:
+            if self.children:
+                res = zk.get_children_async(self.path, watch=self._on_event)
+            else:
+                res = zk.get_async(self.path, watch=self._on_event)
+        except Exception as e:  # the client is closed or not connected: re-armed on reconnect
+            self._fail_first(e)
+            return
+        res.rawlink(lambda r: self._on_result(seq, r))
+
+    def _on_event(self, event: Any) -> None:
+        if event.type == EventType.NONE:  # connection state change: re-armed when connected
+            return
+        self.arm()
+
+    def _on_result(self, seq: int, res: Any) -> None:
+        try:
+            value = res.get_nowait()
+        except NoNodeError:
+            if not self.children:
+                # Missing: watch for its creation; if it appeared meanwhile, read it again.
+                try:
+                    ex = self.store._zk.exists_async(self.path, watch=self._on_event)
+                except Exception as e:
+                    self._fail_first(e)
+                    return
+                ex.rawlink(lambda r: self._on_exists(seq, r))
+                return
+            self._deliver(seq, [])
+            return
+        except Exception as e:  # connection lost: re-armed on reconnect
+            self._fail_first(e)
+            return
+        if self.children:
+            self._deliver(seq, sorted(value))
+        else:
+            data, stat = value
+            self._deliver(seq, (data, int(stat.version)))
+
+    def _on_exists(self, seq: int, res: Any) -> None:
+        try:
+            stat = res.get_nowait()
+        except Exception as e:
+            self._fail_first(e)
+            return
+        if stat is not None:
+            self.arm()
+        else:
+            self._deliver(seq, (None, None))
+
+    def _deliver(self, seq: int, state: Any) -> None:
+        with self._lock:
+            if seq < self._delivered_seq or self.cancelled:
+                return
+            self._delivered_seq = seq
+            if self._has_last and state == self._last:
+                same = True
+            else:
+                same = False
+                self._last, self._has_last = state, True
+        loop = self.store._loop
+        if not same:
+            if self.children:
+                _post(loop, self._call, state)
+            else:
+                _post(loop, self._call, *state)
+        _post(loop, _settle, self.first, None, None)
+
+    def _call(self, *args: Any) -> None:
+        if not self.cancelled:
+            self.callback(*args)
+
+    def _fail_first(self, e: BaseException) -> None:
+        _post(self.store._loop, _settle, self.first, None, _convert(self.path, e))
 
 
 class ZooKeeperStore:
     """`MetadataStore` on ZooKeeper (see the module docstring)."""
 
-    def __init__(
-        self,
-        connect: str,
-        *,
-        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-        connection_timeout_ms: int | None = None,
-        client: KazooClient | None = None,
-    ) -> None:
-        hosts, self.chroot = parse_connect(connect)
-        self.connect = connect
+    def __init__(self, client: KazooClient, hosts: str, chroot: str, session_timeout_ms: int,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self._zk = client
+        self.hosts = hosts
+        self.chroot = chroot
         self.session_timeout_ms = session_timeout_ms
-        self._timeout = session_timeout_ms / 1000
-        conn_timeout = (connection_timeout_ms or session_timeout_ms) / 1000
+        self._loop = loop
         self._lock = threading.Lock()
         self._listeners: list[_SessionListener] = []
-        self._state = KazooState.LOST
+        self._watches: set[_ZkWatch] = set()
+        self._state = KazooState.CONNECTED
         self._lost_since_connected = False
+        self._disconnected_at: float | None = None
         self._closed = False
-        self._zk = client or KazooClient(hosts=hosts, timeout=self._timeout)
-        self._zk.add_listener(self._on_state)
-        try:
-            self._zk.start(timeout=conn_timeout)
-        except KazooTimeoutError:
-            raise ConnectionLost(
-                f"could not connect to ZooKeeper at {hosts} within {int(conn_timeout * 1000)} ms"
-            ) from None
-        except KazooException as e:
-            self._zk.close()
-            raise StoreError(f"could not connect to ZooKeeper at {hosts}: {e}") from None
-        if self.chroot:
-            try:
-                with _errors(self.chroot):
-                    self._zk.ensure_path(self.chroot)
-            except StoreError:
-                self.close()
-                raise
-            self._zk.chroot = self.chroot
+        client.add_listener(self._on_state)
 
-    # -- the MetadataStore protocol -------------------------------------------------------
+    @classmethod
+    async def connect(cls, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                      connection_timeout_ms: int | None = None) -> "ZooKeeperStore":
+        """Open a session (in a worker thread), create the chroot if missing."""
+        hosts, chroot = parse_connect(connect)
+        conn_timeout = (connection_timeout_ms or session_timeout_ms) / 1000
+        loop = asyncio.get_running_loop()
+        # Reconnect at least every second (kazoo's default backoff grows to a minute, which
+        # would keep a broker away long after ZooKeeper is back).
+        retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
+        zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        try:
+            await loop.run_in_executor(None, lambda: zk.start(timeout=conn_timeout))
+        except KazooTimeoutError:
+            await loop.run_in_executor(None, _stop_quietly, zk)
+            raise ConnectionLost(
+                f"could not connect to ZooKeeper at {hosts} within {int(conn_timeout * 1000)} ms") from None
+        except KazooException as e:
+            await loop.run_in_executor(None, _stop_quietly, zk)
+            raise StoreError(f"could not connect to ZooKeeper at {hosts}: {e}") from None
+        store = cls(zk, hosts, chroot, session_timeout_ms, loop)
+        if chroot:
+            try:
+                await store._ensure_path(chroot)
+            except StoreError:
+                await store.close()
+                raise
+            zk.chroot = chroot
+        return store
+
+    # -- plumbing ---------------------------------------------------------------------------
 
     def _check(self, path: str) -> None:
         if self._closed:
@@ -184,207 +302,192 @@ class ZooKeeperStore:
         if not self._zk.connected:
             raise ConnectionLost(f"not connected to ZooKeeper ({path})")
 
-    def get(self, path: str) -> tuple[bytes, int] | None:
-        self._check(path)
-        try:
-            with _errors(path):
-                data, stat = self._zk.get_async(path).get(timeout=self._timeout)
-        except NoNode:
-            return None
-        return data, stat.version
+    def _bridge(self, path: str, res: Any, transform: Callable[[Any], Any] = lambda v: v,
+                absent: Any = NoNode) -> asyncio.Future[Any]:
+        """An asyncio future of kazoo's async result `res` (errors converted; `absent` is what
+        NoNode becomes: an exception class to raise, or a value to return)."""
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        loop = self._loop
 
-    def children(self, path: str) -> list[str]:
-        self._check(path)
-        try:
-            with _errors(path):
-                kids = self._zk.get_children_async(path).get(timeout=self._timeout)
-        except NoNode:
-            return []  # as EmbeddedStore: a missing node has no children
-        return sorted(kids)
-
-    def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None:
-        self._check(path)
-        try:
-            with _errors(path):
-                self._zk.create_async(path, data, ephemeral=ephemeral, makepath=make_parents).get(
-                    timeout=self._timeout
-                )
-        except NoNode:
-            raise NoNode(path.rsplit("/", 1)[0] or "/") from None
-
-    def set(self, path: str, data: bytes, version: int = -1) -> int:
-        self._check(path)
-        with _errors(path):
-            stat = self._zk.set_async(path, data, version).get(timeout=self._timeout)
-        return int(stat.version)
-
-    def delete(self, path: str, *, recursive: bool = False) -> None:
-        self._check(path)
-        with _errors(path):
-            if not recursive:
-                self._zk.delete_async(path).get(timeout=self._timeout)
-                return
-            if self._zk.exists_async(path).get(timeout=self._timeout) is None:
-                raise NoNodeError(path)
-            self._zk.delete(path, recursive=True)
-
-    # -- pipelined batches: many requests in flight, one round trip of latency ---------------
-
-    def get_many(self, paths: list[str]) -> list[tuple[bytes, int] | None]:
-        self._check(paths[0] if paths else "/")
-        pending = [(p, self._zk.get_async(p)) for p in paths]
-        out: list[tuple[bytes, int] | None] = []
-        for path, res in pending:
+        def done(r: Any) -> None:
             try:
-                with _errors(path):
-                    data, stat = res.get(timeout=self._timeout)
-                out.append((data, stat.version))
-            except NoNode:
-                out.append(None)
-        return out
+                value, error = transform(r.get_nowait()), None
+            except NoNodeError:
+                if isinstance(absent, type) and issubclass(absent, BaseException):
+                    value, error = None, absent(path)
+                else:
+                    value, error = absent, None
+            except BaseException as e:
+                value, error = None, _convert(path, e)
+            _post(loop, _settle, fut, value, error)
 
-    def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
-                    ) -> list[StoreError | None]:
-        self._check(items[0][0] if items else "/")
-        if guard is None:
-            pending = [(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
-            return [self._outcome(p, r) for p, r in pending]
-        # A multi cannot create missing parents: make them first (pipelined; existing ones are fine).
-        parents = sorted({p.rsplit("/", 1)[0] for p, _ in items if p.count("/") > 1})
-        for parent, res in [(q, self._zk.create_async(q, b"", makepath=True)) for q in parents]:
-            err = self._outcome(parent, res)
-            if err is not None and not isinstance(err, NodeExists):
-                return [err for _ in items]
-        out: list[StoreError | None] = []
-        for path, res in [(p, self._guarded(guard, lambda t, p=p, d=d: t.create(p, d))) for p, d in items]:
-            r = self._tx_outcome(path, res, guard)
-            out.append(r if isinstance(r, StoreError) else None)
-        return out
+        res.rawlink(done)
+        return fut
 
-    def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
-                 ) -> list[int | StoreError]:
-        """Pipelined compare-and-set writes. With `guard` = (path, version), each write happens
-        only while that node is still at that version (a ZooKeeper multi: check + set), which
-        fences a controller whose epoch has passed: the results are then `Fenced`."""
-        self._check(items[0][0] if items else "/")
-        if guard is None:
-            pending = [(p, self._zk.set_async(p, d, v)) for p, d, v in items]
-            out: list[int | StoreError] = []
-            for path, res in pending:
-                try:
-                    with _errors(path):
-                        out.append(int(res.get(timeout=self._timeout).version))
-                except StoreError as e:
-                    out.append(e)
-            return out
-        results: list[int | StoreError] = []
-        for path, res in [(p, self._guarded(guard, lambda t, p=p, d=d, v=v: t.set_data(p, d, v)))
-                          for p, d, v in items]:
-            r = self._tx_outcome(path, res, guard)
-            results.append(r if isinstance(r, StoreError) else int(r.version))
-        return results
-
-    def _guarded(self, guard: tuple[str, int], op: Callable[[Any], Any]) -> Any:
-        t = self._zk.transaction()
-        t.check(guard[0], guard[1])
-        op(t)
-        return t.commit_async()
-
-    def _tx_outcome(self, path: str, res: Any, guard: tuple[str, int]) -> Any:
+    async def _ensure_path(self, path: str) -> None:
+        self._check(path)
         try:
-            with _errors(path):
-                check, result = res.get(timeout=self._timeout)
-        except StoreError as e:
-            return e
-        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
-            return Fenced(f"{guard[0]} is no longer at version {guard[1]}")
-        if isinstance(result, Exception):
-            try:
-                with _errors(path):
-                    raise result
-            except StoreError as e:
-                return e
-        return result
+            await self._bridge(path, self._zk.create_async(path, b"", makepath=True))
+        except NodeExists:
+            pass
 
-    def _outcome(self, path: str, res: Any) -> StoreError | None:
-        try:
-            with _errors(path):
-                res.get(timeout=self._timeout)
-        except StoreError as e:
-            return e
-        return None
-
-    def close(self) -> None:
-        """End the session (our ephemeral nodes vanish at once) and stop kazoo's thread."""
-        if self._closed:
-            return
-        self._closed = True
-        with contextlib.suppress(Exception):
-            self._zk.stop()
-        with contextlib.suppress(Exception):
-            self._zk.close()
-
-    # -- beyond the protocol: what the controller needs ------------------------------------
+    # -- reads ------------------------------------------------------------------------------
 
     @property
     def connected(self) -> bool:
         return not self._closed and self._zk.connected
 
     @property
-    def session_id(self) -> int | None:
+    def session_id(self) -> int:
         cid = self._zk.client_id
-        return cid[0] if cid else None
+        return int(cid[0]) if cid else 0
 
-    def ensure_path(self, path: str) -> None:
+    def disconnected_for(self) -> float:
+        at = self._disconnected_at
+        return 0.0 if at is None else time.monotonic() - at
+
+    async def get(self, path: str) -> Node | None:
         self._check(path)
-        with _errors(path):
-            self._zk.ensure_path(path)
+        return await self._bridge(path, self._zk.get_async(path), lambda v: (v[0], int(v[1].version)), absent=None)
 
-    def watch_children(
-        self,
-        path: str,
-        callback: Callable[[list[str]], Any],
-        *,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> Watch:
+    async def get_many(self, paths: list[str]) -> list[Node | None]:
+        if not paths:
+            return []
+        self._check(paths[0])
+        futs = [self._bridge(p, self._zk.get_async(p), lambda v: (v[0], int(v[1].version)), absent=None)
+                for p in paths]
+        return list(await asyncio.gather(*futs))
+
+    async def children(self, path: str) -> list[str]:
+        self._check(path)
+        kids = await self._bridge(path, self._zk.get_children_async(path), absent=[])
+        return sorted(kids)
+
+    async def owner(self, path: str) -> int | None:
+        self._check(path)
+        stat = await self._bridge(path, self._zk.exists_async(path), absent=None)
+        return None if stat is None else int(stat.ephemeralOwner)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None:
+        self._check(path)
+        try:
+            await self._bridge(path, self._zk.create_async(path, data, ephemeral=ephemeral, makepath=make_parents))
+        except NoNode:
+            raise NoNode(parent_of(path)) from None
+
+    async def set(self, path: str, data: bytes, version: int = -1) -> int:
+        self._check(path)
+        return int(await self._bridge(path, self._zk.set_async(path, data, version), lambda st: st.version))
+
+    async def delete(self, path: str, *, recursive: bool = False) -> None:
+        self._check(path)
+        if not recursive:
+            await self._bridge(path, self._zk.delete_async(path))
+            return
+        if await self.owner(path) is None:
+            raise NoNode(path)
+        await self._delete_tree(path)
+
+    async def _delete_tree(self, path: str) -> None:
+        kids = await self.children(path)
+        if kids:
+            await asyncio.gather(*(self._delete_tree(f"{path.rstrip('/')}/{k}") for k in kids))
+        try:
+            await self._bridge(path, self._zk.delete_async(path))
+        except NoNode:
+            pass
+
+    async def create_many(self, items: list[tuple[str, bytes]], *, guard: tuple[str, int] | None = None
+                          ) -> list[StoreError | None]:
+        if not items:
+            return []
+        self._check(items[0][0])
+        if guard is None:
+            futs = [self._bridge(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
+            created = await asyncio.gather(*futs, return_exceptions=True)
+            for r in created:
+                if isinstance(r, BaseException) and not isinstance(r, StoreError):
+                    raise r
+            return [r if isinstance(r, StoreError) else None for r in created]
+        # A multi cannot create missing parents: make them first (pipelined; existing ones are fine).
+        parents = sorted({parent_of(p) for p, _ in items if p.count("/") > 1})
+        made = await asyncio.gather(*(self._bridge(q, self._zk.create_async(q, b"", makepath=True))
+                                      for q in parents), return_exceptions=True)
+        for r in made:
+            if isinstance(r, BaseException) and not isinstance(r, NodeExists):
+                if not isinstance(r, StoreError):
+                    raise r
+                return [r for _ in items]
+        results = await asyncio.gather(*(self._guarded(p, guard, lambda t, p=p, d=d: t.create(p, d))
+                                         for p, d in items))
+        return [r if isinstance(r, StoreError) else None for r in results]
+
+    async def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
+                       ) -> list[int | StoreError]:
+        """Pipelined compare-and-set writes. With `guard` = (path, version), each write happens
+        only while that node is still at that version (a ZooKeeper multi: check + set), which
+        fences a controller whose epoch has passed: the results are then `Fenced`."""
+        if not items:
+            return []
+        self._check(items[0][0])
+        if guard is None:
+            futs = [self._bridge(p, self._zk.set_async(p, d, v), lambda st: int(st.version)) for p, d, v in items]
+            out = await asyncio.gather(*futs, return_exceptions=True)
+            for r in out:
+                if isinstance(r, BaseException) and not isinstance(r, StoreError):
+                    raise r
+            return list(out)  # type: ignore[arg-type]
+        results = await asyncio.gather(*(self._guarded(p, guard, lambda t, p=p, d=d, v=v: t.set_data(p, d, v))
+                                         for p, d, v in items))
+        return [r if isinstance(r, StoreError) else int(r.version) for r in results]
+
+    async def _guarded(self, path: str, guard: tuple[str, int], op: Callable[[Any], Any]) -> Any:
+        """One multi: check(guard) + op. Returns op's result or the StoreError it met."""
+        t = self._zk.transaction()
+        t.check(guard[0], guard[1])
+        op(t)
+        try:
+            check, result = await self._bridge(path, t.commit_async())
+        except StoreError as e:
+            return e
+        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
+            return Fenced(f"{guard[0]} is no longer at version {guard[1]}")
+        if isinstance(result, Exception):
+            return _convert(path, result)
+        return result
+
+    # -- watches ----------------------------------------------------------------------------
+
+    async def watch_children(self, path: str, callback: ChildrenCallback) -> _ZkWatch:
         """Call `callback(sorted_children)` now and after every change of `path`'s children.
-
         The node is created (persistent, with parents) if missing, as Kafka creates its
-        top-level paths, since ZooKeeper cannot watch the children of a missing node.
-        """
-        self.ensure_path(path)
-        w = Watch(path)
+        top-level paths, since ZooKeeper cannot watch the children of a missing node."""
+        await self._ensure_path(path)
+        return await self._watch(_ZkWatch(self, path, True, callback))
 
-        def fire(kids: list[str]) -> bool | None:
-            if w.cancelled or self._closed:
-                return False
-            return None if _deliver(loop, callback, sorted(kids)) else False
-
-        with _errors(path):
-            w._recipe = ChildrenWatch(self._zk, path, fire)
-        return w
-
-    def watch_data(
-        self,
-        path: str,
-        callback: Callable[[bytes | None, int | None], Any],
-        *,
-        loop: asyncio.AbstractEventLoop | None = None,
-    ) -> Watch:
+    async def watch_data(self, path: str, callback: DataCallback) -> _ZkWatch:
         """Call `callback(data, version)` now and after every change, creation or deletion of
         `path` (`(None, None)` while it does not exist)."""
         self._check(path)
-        w = Watch(path)
+        return await self._watch(_ZkWatch(self, path, False, callback))
 
-        def fire(data: bytes | None, stat: Any) -> bool | None:
-            if w.cancelled or self._closed:
-                return False
-            version = None if stat is None else int(stat.version)
-            return None if _deliver(loop, callback, data, version) else False
-
-        with _errors(path):
-            w._recipe = DataWatch(self._zk, path, fire)
+    async def _watch(self, w: _ZkWatch) -> _ZkWatch:
+        self._watches.add(w)
+        w.arm()
+        try:
+            await w.first
+        except StoreError:
+            w.cancel()
+            raise
         return w
+
+    def _rearm_all(self) -> None:
+        for w in list(self._watches):
+            w.arm()
+
+    # -- sessions ---------------------------------------------------------------------------
 
     def add_session_listener(
         self,
@@ -392,30 +495,50 @@ class ZooKeeperStore:
         on_session_lost: Callable[[], Any] | None = None,
         on_reconnected: Callable[[bool], Any] | None = None,
         on_suspended: Callable[[], Any] | None = None,
-        loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
-        """Be told of the session's life: lost (stop acting as controller/leader at once),
-        suspended (connection down, session maybe alive), reconnected(new_session)."""
+        """Be told (on the loop) of the session's life: lost (stop acting as controller or
+        leader), suspended (connection down, session maybe alive), reconnected(new_session)."""
         with self._lock:
-            self._listeners.append(_SessionListener(on_session_lost, on_reconnected, on_suspended, loop))
+            self._listeners.append(_SessionListener(on_session_lost, on_reconnected, on_suspended))
 
     def _on_state(self, state: str) -> None:
-        # Called by kazoo's thread on every state change; must not block or call kazoo.
+        # Called by kazoo's thread on every state change; must not block.
         with self._lock:
             prev, self._state = self._state, state
-            first = prev == KazooState.LOST and not self._lost_since_connected and state == KazooState.CONNECTED
             if state == KazooState.LOST and prev != KazooState.LOST:
                 self._lost_since_connected = True
             new_session = self._lost_since_connected
             if state == KazooState.CONNECTED:
                 self._lost_since_connected = False
+                self._disconnected_at = None
+            elif self._disconnected_at is None:
+                self._disconnected_at = time.monotonic()
             listeners = list(self._listeners)
-        if self._closed or first:
+        if self._closed:
             return
+        if state == KazooState.CONNECTED and prev != KazooState.CONNECTED:
+            self._zk.handler.spawn(self._rearm_all)
+        loop = self._loop
         for li in listeners:
             if state == KazooState.LOST and prev != KazooState.LOST and li.on_session_lost:
-                _deliver(li.loop, li.on_session_lost)
+                _post(loop, li.on_session_lost)
             elif state == KazooState.SUSPENDED and li.on_suspended:
-                _deliver(li.loop, li.on_suspended)
+                _post(loop, li.on_suspended)
             elif state == KazooState.CONNECTED and prev != KazooState.CONNECTED and li.on_reconnected:
-                _deliver(li.loop, li.on_reconnected, new_session)
+                _post(loop, li.on_reconnected, new_session)
+
+    async def close(self) -> None:
+        """End the session (our ephemeral nodes vanish at once) and stop kazoo's thread."""
+        if self._closed:
+            return
+        self._closed = True
+        for w in list(self._watches):
+            w.cancel()
+        await self._loop.run_in_executor(None, _stop_quietly, self._zk)
+
+
+def _stop_quietly(zk: KazooClient) -> None:
+    with contextlib.suppress(Exception):
+        zk.stop()
+    with contextlib.suppress(Exception):
+        zk.close()

@@ -18,7 +18,7 @@ from samsa.config import ConfigError, validate_topic_configs
 from samsa.controller.decisions import AssignmentError
 from samsa.controller.decisions import assign_replicas as kafka_assign_replicas
 from samsa.metadata import zkdata
-from samsa.metadata.store import NodeExists, StoreError
+from samsa.metadata.store import NodeExists, NoNode, StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.topics import Topic, validate_topic_name
 
@@ -58,7 +58,7 @@ class AdminManager:
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
 
-    def create_topic(
+    async def create_topic(
         self,
         name: str,
         num_partitions: int,
@@ -71,7 +71,7 @@ class AdminManager:
         validate_topic_name(name)
         store = broker.store
         assert store is not None
-        if name in broker.topics or store.get(zkdata.topic_path(name)) is not None:
+        if name in broker.topics or await store.get(zkdata.topic_path(name)) is not None:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
         collision = name.replace(".", "_")
         for other in broker.topics:
@@ -108,11 +108,8 @@ class AdminManager:
             return topic
         try:
             # Kafka writes the topic's config node always, empty when there are no overrides.
-            if store.get(zkdata.topic_config_path(name)) is None:
-                store.create(zkdata.topic_config_path(name), zkdata.encode_config(configs))
-            else:
-                store.set(zkdata.topic_config_path(name), zkdata.encode_config(configs))
-            store.create(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, assignment).encode())
+            await self._put(zkdata.topic_config_path(name), zkdata.encode_config(configs))
+            await store.create(zkdata.topic_path(name), zkdata.TopicAssignment(topic.topic_id, assignment).encode())
         except NodeExists:
             raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.") from None
         except StoreError as e:
@@ -121,7 +118,7 @@ class AdminManager:
                  len(assignment[0]), f", configs {configs}" if configs else "")
         return topic
 
-    def delete_topic(self, name: str) -> None:
+    async def delete_topic(self, name: str) -> None:
         broker = self.broker
         topic = broker.topics.get(name)
         if topic is None:
@@ -131,14 +128,14 @@ class AdminManager:
         store = broker.store
         assert store is not None
         try:
-            store.create(zkdata.delete_topic_path(name), b"")
+            await store.create(zkdata.delete_topic_path(name), b"")
         except NodeExists:
             pass  # already queued
         except StoreError as e:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not delete topic {name}: {e}") from None
         log.info("Topic %s marked for deletion", name)
 
-    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, validate_only: bool) -> None:
+    async def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, validate_only: bool) -> None:
         broker = self.broker
         topic = broker.topics.get(name)
         if topic is None:
@@ -170,18 +167,18 @@ class AdminManager:
             return
         store = broker.store
         assert store is not None
-        node = store.get(zkdata.topic_path(name))
+        node = await store.get(zkdata.topic_path(name))
         if node is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist")
         current_assignment = zkdata.TopicAssignment.decode(node[0])
         current_assignment.partitions.update(new)
         try:
-            store.set(zkdata.topic_path(name), current_assignment.encode(), node[1])
+            await store.set(zkdata.topic_path(name), current_assignment.encode(), node[1])
         except StoreError as e:
             raise KafkaError(ErrorCode.REASSIGNMENT_IN_PROGRESS, f"the topic changed meanwhile ({e}); retry") from None
         log.info("Topic %s now has %d partitions", name, count)
 
-    def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
+    async def set_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool) -> None:
         broker = self.broker
         topic = broker.topics.get(name)
         if topic is None:
@@ -191,11 +188,7 @@ class AdminManager:
             return
         store = broker.store
         assert store is not None
-        path = zkdata.topic_config_path(name)
-        if store.get(path) is None:
-            store.create(path, zkdata.encode_config(configs))
-        else:
-            store.set(path, zkdata.encode_config(configs))
+        await self._put(zkdata.topic_config_path(name), zkdata.encode_config(configs))
         topic.configs = configs
         cfg = broker.log_config_for(topic)
         for p in topic.partitions:
@@ -204,7 +197,7 @@ class AdminManager:
                 part.log.update_config(cfg)
         log.info("Updated configs of topic %s: %s", name, configs or "(defaults)")
 
-    def set_broker_configs(self, entity: str, changes: dict[str, str | None], validate_only: bool) -> None:
+    async def set_broker_configs(self, entity: str, changes: dict[str, str | None], validate_only: bool) -> None:
         """Apply dynamic broker config changes (None removes a key) for broker `entity` ("" = all)."""
         broker = self.broker
         if entity and entity != str(broker.node_id):
@@ -222,23 +215,29 @@ class AdminManager:
             return
         store = broker.store
         assert store is not None
-        path = zkdata.broker_config_path(entity or zkdata.DEFAULT_BROKER)
-        if store.get(path) is None:
-            store.create(path, zkdata.encode_config(stored))
-        else:
-            store.set(path, zkdata.encode_config(stored))
-        self.apply_broker_configs()
+        key = entity or zkdata.DEFAULT_BROKER
+        await self._put(zkdata.broker_config_path(key), zkdata.encode_config(stored))
+        broker.cluster.broker_configs[key] = dict(stored)
+        self.apply_broker_configs(broker.cluster.broker_configs.get(str(broker.node_id), {}),
+                                  broker.cluster.broker_configs.get(zkdata.DEFAULT_BROKER, {}))
         log.info("Updated dynamic configs of %s: %s", f"broker {entity}" if entity else "all brokers", changes)
 
-    def apply_broker_configs(self) -> None:
-        """Load dynamic broker configs from the store into the config and the logs."""
-        broker = self.broker
-        store = broker.store
+    async def _put(self, path: str, data: bytes) -> None:
+        """Create or overwrite a config node."""
+        store = self.broker.store
         assert store is not None
-        node = store.get(zkdata.broker_config_path(str(broker.node_id)))
-        default = store.get(zkdata.broker_config_path(zkdata.DEFAULT_BROKER))
-        per_broker = zkdata.decode_config(node[0]) if node else {}
-        cluster = zkdata.decode_config(default[0]) if default else {}
+        try:
+            await store.set(path, data)
+        except NoNode:
+            try:
+                await store.create(path, data)
+            except NodeExists:
+                await store.set(path, data)
+
+    def apply_broker_configs(self, per_broker: dict[str, str], cluster: dict[str, str]) -> None:
+        """Apply the dynamic broker configs stored for this broker and for all brokers (as the
+        cluster view last read them) to the config and the logs."""
+        broker = self.broker
         cfg = broker.config
         changes_b: dict[str, str | None] = {k: None for k in cfg.dynamic_broker_configs()} | dict(per_broker)
         changes_d: dict[str, str | None] = {k: None for k in cfg.dynamic_default_configs()} | dict(cluster)

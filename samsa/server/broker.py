@@ -1,59 +1,69 @@
 """The broker process: wires config, metadata store, logs, partitions, listeners and timers.
 
 Start-up order: open the metadata store (embedded for a single node, ZooKeeper when
-`zookeeper.connect` is set), open every log found in `log.dirs` (recovering after an unclean
-stop), bind the listeners, register in /brokers/ids and stand for controller, then follow the
-cluster's metadata (`cluster.ClusterView`): each topic's partitions hosted here get their log
-and take the role their state gives them (leader, or follower fetching from the leader).
-Only then do the listeners accept, and one "started" line is logged.
+`zookeeper.connect` is set; retried within `zookeeper.connection.timeout.ms` if ZooKeeper is
+away), open every log found in `log.dirs` (recovering after an unclean stop; in a worker
+thread), bind the listeners, register in /brokers/ids, then follow the cluster's metadata
+(`cluster.ClusterView`): each topic's partitions hosted here get their log and take the role
+their state gives them (leader, or follower fetching from the leader). Only then do the
+listeners accept, and one "started" line is logged.
+
+Nothing here waits on the metadata store or the disk on the event loop: store calls are
+awaited (the store is asynchronous), logs are opened and created in worker threads, the
+controller and the cluster view each consume their own event queue, ISR changes are written
+in the background (`isr_manager`), and `session_guard` handles ZooKeeper's sessions. A loop
+monitor logs any stall of the loop over 100 ms.
 
 SIGTERM or SIGINT: with other brokers alive, a controlled shutdown first (the controller
 moves this broker's leaderships to other in-sync replicas, so clients switch at once), then
 the listeners close, every log is flushed, the checkpoints and the clean-shutdown marker are
 written, and the process exits 0.
-
-Losing the ZooKeeper session fences every partition here (no leader, no follower) until the
-new session brings the store's view back: a broker that may have been replaced must not
-accept writes.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 import logging
 import signal
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 from samsa.config import BrokerConfig, effective_topic_config
+from samsa.controller.context import ControllerContext
 from samsa.controller.controller import Controller, probe_until_refused, remove_dead_broker
 from samsa.handlers import HANDLER_MODULES
 from samsa.metadata import zkdata
-from samsa.metadata.store import BadVersion, EmbeddedStore, MetadataStore, NodeExists, StoreError
+from samsa.metadata.embedded import EmbeddedStore
+from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, StoreError
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.dispatch import Dispatcher
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
+from samsa.server.isr_manager import IsrManager
+from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
+from samsa.storage.log import Log
 from samsa.storage.log_manager import LogManager
 
 log = logging.getLogger("samsa.broker")
 METADATA_FILE = "samsa-metadata.json"
+T = TypeVar("T")
 
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.node_id: int = config.broker_id()
-        self.controller_id = -1
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]  # set by run()
         self.log_dirs = [Path(d) for d in config.log_dirs()]
         self.store: MetadataStore | None = None
@@ -64,8 +74,10 @@ class Broker:
         self.dispatcher = Dispatcher(self, HANDLER_MODULES)
         self.admin = AdminManager(self)
         self.groups = GroupManager(self)
-        self.cluster = ClusterView(self)
-        self.controller = Controller(self)
+        self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
+        self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
+        self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
+        self.session = SessionGuard(self)
         self.fetchers = ReplicaFetcherManager(self)
         self.inter_broker_listener = config.get("inter.broker.listener.name") or (
             config.listeners()[0].name if config.listeners() else "PLAINTEXT")
@@ -73,47 +85,90 @@ class Broker:
         self._saved_hw: dict[tuple[str, int], int] = {}
         self.listeners: list[Listener] = []
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]  # set by open_storage()
+        self.monitor: LoopMonitor | None = None
         self._stopping: asyncio.Event | None = None
-        self._closing = False
+        self.closing = False
         self._controller_probe: tuple[int, asyncio.Task[None]] | None = None
         self._timers: list[asyncio.TimerHandle] = []
+        self._started = time.monotonic()
+
+    @property
+    def controller_id(self) -> int:
+        return self.cluster.controller_id if self.cluster is not None else -1
 
     # -- start-up -------------------------------------------------------------------------------
 
-    def open_storage(self) -> None:
+    async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
+        """Start-up's store calls: retried while ZooKeeper is unreachable, for up to
+        zookeeper.connection.timeout.ms in all (then the broker gives up with a clear error)."""
+        limit_ms = int(self.config.get("zookeeper.connection.timeout.ms") or self.config.get("zookeeper.session.timeout.ms"))
+        deadline = self._started + limit_ms / 1000
+        told = False
+        while True:
+            try:
+                return await call()
+            except ConnectionLost as e:
+                if time.monotonic() >= deadline:
+                    raise ConnectionLost(f"{e} while {what}; gave up after zookeeper.connection.timeout.ms="
+                                         f"{limit_ms}") from None
+                if not told:
+                    log.warning("ZooKeeper unreachable while %s (%s); retrying for up to %d ms", what, e, limit_ms)
+                    told = True
+                await asyncio.sleep(0.2)
+
+    async def open_storage(self) -> None:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         zk = self.config.get("zookeeper.connect")
         if zk:
             from samsa.metadata.zookeeper import ZooKeeperStore
 
-            self.store = ZooKeeperStore(
-                zk, session_timeout_ms=int(self.config.get("zookeeper.session.timeout.ms")),
-                connection_timeout_ms=self.config.get("zookeeper.connection.timeout.ms"))
+            session_ms = int(self.config.get("zookeeper.session.timeout.ms"))
+            conn_ms = self.config.get("zookeeper.connection.timeout.ms")
+            self.store = await self._retrying("connecting", lambda: ZooKeeperStore.connect(
+                zk, session_timeout_ms=session_ms, connection_timeout_ms=conn_ms))
             log.info("Connected to ZooKeeper at %s", zk)
         else:
-            self.store = EmbeddedStore(self.log_dirs[0] / METADATA_FILE)
-        self.cluster_id = self._cluster_id()
+            self.store = await EmbeddedStore.open(self.log_dirs[0] / METADATA_FILE)
+        store = self.store
+        self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
+        self.cluster = ClusterView(store, self)
+        self.controller = Controller(ControllerContext(
+            node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
+            topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
+        self.isr = IsrManager(store, self.node_id, on_state_read=self._on_state_read, on_written=self.cluster.note_state)
+        self.producer_ids = ProducerIdManager(store, self.node_id)
         self.logs = LogManager(self.log_dirs, self.default_log_config())
-        self.logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)
-        for d in self.log_dirs:
-            try:
-                self._saved_hw.update(read_offsets(d / REPLICATION_OFFSET_CHECKPOINT))
-            except (OSError, ValueError) as e:
-                log.warning("Ignoring %s: %s", d / REPLICATION_OFFSET_CHECKPOINT, e)
-        self.admin.apply_broker_configs()
-        self.producer_ids = ProducerIdManager(self.store, self.node_id)
+        logs = self.logs
 
-    def _cluster_id(self) -> str:
-        assert self.store is not None
-        node = self.store.get(zkdata.CLUSTER_ID)
+        def load() -> dict[tuple[str, int], int]:
+            logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)
+            saved: dict[tuple[str, int], int] = {}
+            for d in self.log_dirs:
+                try:
+                    saved.update(read_offsets(d / REPLICATION_OFFSET_CHECKPOINT))
+                except (OSError, ValueError) as e:
+                    log.warning("Ignoring %s: %s", d / REPLICATION_OFFSET_CHECKPOINT, e)
+            return saved
+
+        self._saved_hw = await self.loop.run_in_executor(None, load)
+
+    def _config_value(self, key: str) -> Any:
+        return self.config.get(key)
+
+    async def _cluster_id(self) -> str:
+        store = self.store
+        assert store is not None
+        node = await store.get(zkdata.CLUSTER_ID)
         if node is not None:
             return str(zkdata.loads(node[0])["id"])
         cid = self.config.get("cluster.id") or zkdata.encode_topic_id(uuid.uuid4())
         try:
-            self.store.create(zkdata.CLUSTER_ID, zkdata.dumps({"version": "1", "id": cid}))
+            await store.create(zkdata.CLUSTER_ID, zkdata.dumps({"version": "1", "id": cid}))
         except NodeExists:
-            return str(zkdata.loads(self.store.get(zkdata.CLUSTER_ID)[0])["id"])  # type: ignore[index]
+            node = await store.get(zkdata.CLUSTER_ID)
+            assert node is not None
+            return str(zkdata.loads(node[0])["id"])
         return str(cid)
 
     def default_log_config(self) -> LogConfig:
@@ -130,17 +185,24 @@ class Broker:
         t = self.topics.get(topic)
         return effective_topic_config(self.config, t.configs if t else {}).get(key)
 
-    # -- following the cluster's metadata (called by ClusterView, on the loop) ----------------
+    def topic_ready(self, name: str) -> bool:
+        topic = self.topics.get(name)
+        return topic is not None and self.cluster.topic_ready(name, topic.partitions)
+
+    # -- following the cluster's metadata (called by ClusterView, on its task) ------------------
 
     def on_controller_changed(self, controller_id: int) -> None:
-        self.controller_id = controller_id
-        if controller_id == -1 and not self._closing:
-            self.controller.try_elect()
-            if self.controller.active:
-                self.controller_id = self.node_id
-        elif controller_id != self.node_id and self.controller.active:
-            self.controller.resign()
-        self._watch_controller(self.controller_id)
+        self.controller.controller_changed(controller_id)
+        self._watch_controller(controller_id)
+
+    def on_broker_configs(self, per_broker: dict[str, str], cluster_default: dict[str, str]) -> None:
+        self.admin.apply_broker_configs(per_broker, cluster_default)
+
+    def on_registration_missing(self) -> None:
+        if not self.closing:
+            log.warning("The registration of this broker (%d) is missing while it is alive; registering again",
+                        self.node_id)
+            self.session.on_registration_missing()
 
     def _watch_controller(self, controller_id: int) -> None:
         """Hold a probe connection to the controller (if another broker): when its process is
@@ -151,52 +213,74 @@ class Broker:
                 return
             self._controller_probe[1].cancel()
             self._controller_probe = None
-        if controller_id < 0 or controller_id == self.node_id or self._closing:
+        if controller_id < 0 or controller_id == self.node_id or self.closing:
             return
 
         async def probe() -> None:
-            if await probe_until_refused(self, controller_id, lambda: self.controller_id == controller_id
-                                         and not self._closing):
+            listener = self.inter_broker_listener
+            if await probe_until_refused(lambda: self.cluster.endpoint(controller_id, listener),
+                                         lambda: self.controller_id == controller_id and not self.closing):
                 log.info("Controller %d refuses connections: its process is gone; electing another now",
                          controller_id)
+                assert self.store is not None
                 try:
-                    remove_dead_broker(self.store, controller_id, also_controller=True)
+                    await remove_dead_broker(self.store, controller_id, also_controller=True)
                 except StoreError as e:
                     log.warning("Could not remove the nodes of controller %d: %s", controller_id, e)
 
         self._controller_probe = (controller_id, self.loop.create_task(probe(), name="controller-probe"))
 
-    def on_topic_assignment(self, name: str, assignment: zkdata.TopicAssignment) -> None:
+    async def on_topic_assignment(self, name: str, assignment: zkdata.TopicAssignment) -> None:
         topic = self.topics.get(name)
         if topic is not None and topic.topic_id != assignment.topic_id:
             self.on_topic_deleted(name)  # deleted and created again under the same name
             topic = None
         if topic is None:
-            topic = Topic(name, assignment.topic_id, dict(assignment.partitions), {})
+            topic = Topic(name, assignment.topic_id, dict(assignment.partitions),
+                          dict(self.cluster.topic_configs.get(name, {})))
             self.topics[name] = topic
-            cfg_node = self.store.get(zkdata.topic_config_path(name)) if self.store else None
-            topic.configs = zkdata.decode_config(cfg_node[0]) if cfg_node and cfg_node[0] else {}
         else:
             topic.partitions = dict(assignment.partitions)
         cfg = self.log_config_for(topic)
-        assert self.logs is not None
+        logs = self.logs
+        assert logs is not None
+        gone, new = [], []
         for index, replicas in sorted(topic.partitions.items()):
             part = self.replicas.get(name, index)
             if self.node_id not in replicas:
                 if part is not None:  # moved away by a reassignment
-                    self.fetchers.unfollow(part)
-                    self.replicas.remove(name, index)
-                    self.logs.delete_log(name, index)
-                    log.info("Replica %s-%d moved off this broker; log deleted", name, index)
-                continue
-            if part is None:
-                lg = self.logs.get_or_create_log(name, index, cfg)
-                part = Partition(name, index, topic.topic_id, lg, self.node_id)
-                part.isr_writer = self._write_isr
+                    gone.append(index)
+            elif part is None:
+                new.append(index)
+        for index in gone:
+            part = self.replicas.remove(name, index)
+            if part is not None:
+                self.fetchers.unfollow(part)
+            logs.delete_log(name, index)
+            log.info("Replica %s-%d moved off this broker; log deleted", name, index)
+        if new:
+            # Opening or creating logs touches the disk: a worker thread does it, in one go.
+            def open_logs() -> list[tuple[int, Log, Partition]]:
+                out = []
+                for index in new:
+                    lg = logs.get_or_create_log(name, index, cfg)
+                    part = Partition(name, index, topic.topic_id, lg, self.node_id)
+                    if lg.log_end_offset > 0:
+                        part.load_producer_state()
+                    out.append((index, lg, part))
+                return out
+
+            opened = await self.loop.run_in_executor(None, open_logs)
+            if self.topics.get(name) is not topic:
+                return  # deleted meanwhile: on_topic_deleted removes the logs
+            for index, lg, part in opened:
+                part.isr_writer = self.isr.propose
                 part.hw = min(self._saved_hw.pop((name, index), 0), lg.log_end_offset)
-                if lg.log_end_offset > 0:
-                    part.load_producer_state()
                 self.replicas.add(part)
+        for index in sorted(topic.partitions):
+            part = self.replicas.get(name, index)
+            if part is None:
+                continue
             part.removing = list(assignment.removing.get(index, []))
             state = self.cluster.state(name, index)
             if state is not None:
@@ -242,32 +326,8 @@ class Broker:
         if topic == OFFSETS_TOPIC and role is not None:
             self.groups.on_role(part)
 
-    def _write_isr(self, part: Partition, isr: list[int]) -> bool:
-        """Leader side of an ISR change: compare-and-set on the state node, so a leader that
-        has been replaced (its version is stale) cannot change it."""
-        assert self.store is not None
-        new = zkdata.PartitionState(self.node_id, part.leader_epoch, list(isr), part.controller_epoch)
-        path = zkdata.partition_state_path(part.topic, part.index)
-        try:
-            version = self.store.set(path, new.encode(), part.state_version)
-        except BadVersion:
-            node = self.store.get(path)
-            if node is not None:
-                self.on_partition_state(part.topic, part.index, zkdata.PartitionState.decode(node[0], node[1]))
-            return False
-        except StoreError as e:
-            log.warning("Could not change the ISR of %s to %s: %s", part, isr, e)
-            return False
-        old = part.isr
-        new.version = version
-        part.state_version = version
-        part.isr = list(isr)
-        self.cluster.note_state(part.topic, part.index, new)
-        log.info("ISR of %s %s from %s to %s", part, "expanded" if len(isr) > len(old) else "shrank",
-                 ",".join(map(str, old)), ",".join(map(str, isr)))
-        part.maybe_increment_hw()
-        part.wake()
-        return True
+    def _on_state_read(self, topic: str, index: int, state: zkdata.PartitionState) -> None:
+        self.cluster.apply_state((topic, index), state)
 
     def shrink_isrs(self) -> None:
         lag = int(self.config.get("replica.lag.time.max.ms"))
@@ -287,80 +347,24 @@ class Broker:
     async def load_cluster(self, timeout_s: float = 30.0) -> None:
         """Follow the store and wait until this broker's view holds every existing topic and
         partition state (so the first client request sees them)."""
-        assert self.store is not None
-        names = self.store.children(zkdata.TOPICS)
-        self.cluster.start()
-        keys = []
-        for name in names:
-            node = self.store.get(zkdata.topic_path(name))
-            if node and node[0]:
-                keys += [(name, p) for p in zkdata.TopicAssignment.decode(node[0]).partitions]
-        nodes = self.store.get_many([zkdata.partition_state_path(t, p) for t, p in keys]) if keys else []
-        expected = {k for k, n in zip(keys, nodes) if n is not None}
+        store = self.store
+        assert store is not None
+        names = await store.children(zkdata.TOPICS)
+        nodes = await store.get_many([zkdata.topic_path(n) for n in names])
+        keys = [(name, p) for name, node in zip(names, nodes) if node and node[0]
+                for p in zkdata.TopicAssignment.decode(node[0]).partitions]
+        states = await store.get_many([zkdata.partition_state_path(t, p) for t, p in keys])
+        expected = {k for k, n in zip(keys, states) if n is not None}
+        await self.cluster.start()
         ok = await self.cluster.wait_until(
             lambda: all(n in self.topics for n in names) and all(k in self.cluster.states for k in expected), timeout_s)
         if not ok:
             log.warning("The cluster view is still incomplete after %.0f s; serving what is known", timeout_s)
 
-    def auto_create_topic(self, name: str) -> Topic:
-        return self.admin.create_topic(
+    async def auto_create_topic(self, name: str) -> Topic:
+        return await self.admin.create_topic(
             name, self.config.get("num.partitions"), self.config.get("default.replication.factor"), {}
         )
-
-    def register(self) -> None:
-        """Announce this broker: an ephemeral /brokers/ids/<id> with its endpoints (as Kafka's
-        ZooKeeper mode does)."""
-        assert self.store is not None
-        endpoints = [f"{name}://{host}:{port}" for name, _, _ in self.config.advertised_listeners()
-                     for _, host, port, _ in self.endpoints(name)]
-        doc = {"version": 5, "endpoints": endpoints, "rack": self.config.get("broker.rack"), "jmx_port": -1,
-               "timestamp": str(int(time.time() * 1000)), "features": {},
-               "listener_security_protocol_map": self.config.security_protocol_map()}
-        if endpoints:
-            first = endpoints[0].split("://", 1)[1]
-            doc["host"], doc["port"] = first.rsplit(":", 1)[0], int(first.rsplit(":", 1)[1])
-        path = zkdata.broker_path(self.node_id)
-        deadline = time.monotonic() + int(self.config.get("zookeeper.session.timeout.ms")) / 1000 + 5
-        while True:
-            try:
-                self.store.create(path, zkdata.dumps(doc), ephemeral=True)
-                return
-            except NodeExists:
-                node = self.store.get(path)
-            if node is None:
-                continue
-            theirs = zkdata.loads(node[0]).get("endpoints")
-            if theirs != endpoints or time.monotonic() > deadline:
-                raise StoreError(f"broker.id {self.node_id} is already registered by a live broker "
-                                 f"({', '.join(theirs or [])}); give every broker its own broker.id") from None
-            # Our own registration from before a crash: its ZooKeeper session has not expired yet.
-            log.info("Waiting for the previous session of broker %d to expire in ZooKeeper", self.node_id)
-            time.sleep(0.25)
-
-    def _on_session_lost(self) -> None:
-        log.warning("ZooKeeper session lost: this broker stops leading and following until it is back")
-        self.controller.resign()
-        for part in self.replicas.partitions.values():
-            self.fetchers.unfollow(part)
-            part.fence()
-            if part.topic == OFFSETS_TOPIC:
-                self.groups.on_role(part)
-
-    def _on_reconnected(self, new_session: bool) -> None:
-        if not new_session or self._closing:
-            return
-        log.info("New ZooKeeper session: registering broker %d again", self.node_id)
-        try:
-            self.register()
-        except StoreError as e:
-            log.error("Could not register again: %s", e)
-            return
-        for (t, p), st in list(self.cluster.states.items()):
-            node = self.store.get(zkdata.partition_state_path(t, p)) if self.store else None
-            if node is not None:
-                self.cluster._on_state((t, p), node[0], node[1])
-        if self.cluster.controller_id == -1 or self.store.get(zkdata.CONTROLLER) is None:  # type: ignore[union-attr]
-            self.on_controller_changed(-1)
 
     # -- endpoints ------------------------------------------------------------------------------
 
@@ -416,18 +420,21 @@ class Broker:
         self._stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stopping.set)
-        t0 = time.monotonic()
-        self.open_storage()
+        self.monitor = LoopMonitor(self.loop)
+        self.monitor.start()
+        t0 = self._started = time.monotonic()
+        await self.open_storage()
         self.start_listeners()
         assert self.store is not None
-        self.store.add_session_listener(on_session_lost=self._on_session_lost, on_reconnected=self._on_reconnected,
-                                        loop=self.loop)
-        self.register()
-        await self.load_cluster()
+        self.session.install()
+        self.controller.start()
+        await self._retrying("registering", self.session.register)
+        await self._retrying("loading the cluster metadata", self.load_cluster)
         await self.groups.startup()
         for lst in self.listeners:
             lst.serve()
         self.start_timers()
+        self.session.start()
         where = ", ".join(f"{lst.name}://{lst.host or '0.0.0.0'}:{lst.port}" for lst in self.listeners)
         log.info(
             "Samsa broker %d started (cluster %s, %d partitions in %s, listeners %s) in %.0f ms",
@@ -437,7 +444,7 @@ class Broker:
         await self._stopping.wait()
         log.info("Samsa broker %d shutting down", self.node_id)
         await self.controlled_shutdown()
-        self.shutdown()
+        await self.shutdown()
         log.info("Samsa broker %d stopped cleanly", self.node_id)
         return 0
 
@@ -448,7 +455,8 @@ class Broker:
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move this broker's leaderships to other in-sync replicas and
         wait until it has (each attempt waits controlled.shutdown.retry.backoff.ms)."""
-        self._closing = True
+        self.closing = True
+        self.controller.closing = True
         if not self.zk_mode or not self.config.get_bool("controlled.shutdown.enable") or self.store is None:
             return
 
@@ -460,7 +468,7 @@ class Broker:
             return
         t0 = time.monotonic()
         try:
-            self.store.create(zkdata.controlled_shutdown_path(self.node_id), b"", ephemeral=True)
+            await self.store.create(zkdata.controlled_shutdown_path(self.node_id), b"", ephemeral=True)
         except NodeExists:
             pass
         except StoreError as e:
@@ -475,15 +483,20 @@ class Broker:
         left = [str(p) for p in self.replicas.leaders() if set(p.isr) - {self.node_id}]
         log.warning("Controlled shutdown: still leading %s; stopping anyway", ", ".join(left[:10]))
 
-    def shutdown(self) -> None:
-        self._closing = True
+    async def shutdown(self) -> None:
+        self.closing = True
         for t in self._timers:
             t.cancel()
+        self.session.stop()
         self.fetchers.shutdown()
         if self._controller_probe is not None:
             self._controller_probe[1].cancel()
-        self.controller.resign()
-        self.cluster.stop()
+        if self.isr is not None:
+            self.isr.close()
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()
@@ -491,7 +504,9 @@ class Broker:
         if self.logs is not None:
             self.logs.shutdown()
         if self.store is not None:
-            self.store.close()
+            await self.store.close()
+        if self.monitor is not None:
+            self.monitor.stop()
 
 
 def run_broker(config: BrokerConfig) -> int:

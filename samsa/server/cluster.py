@@ -6,34 +6,36 @@ through watches (ZooKeeper's, or the embedded store's equivalent), as a cache:
     /brokers/ids (children, then each node)   -> live brokers and their endpoints
     /controller (data)                         -> the controller id; when it vanishes, run
     /brokers/topics (children)                 -> topics appear and disappear
+    /config/topics/<t> (data)                  -> topic config overrides
     /brokers/topics/<t> (data)                 -> replica assignment (partitions added)
     /brokers/topics/<t>/partitions/<p>/state   -> leader, leader epoch, ISR (role changes)
-    /config/topics/<t> (data)                  -> topic config overrides
+    /config/brokers/<id>, /<default> (data)    -> dynamic broker configs
+
+Watch callbacks only put an event on the view's queue (`EventQueue`); one task applies them
+in order and hands each change to the broker (`ViewListener`), which applies it to its
+replicas. Reads the events need (the registrations of new brokers) and new watches are
+awaited on that task, never on the callback. A topic's config is watched before its
+assignment, so its logs are created with their config. Tasks that wait for the cluster to
+reach a state (a created topic having leaders) use `wait_until`.
 
 Why watches and not Kafka's LeaderAndIsr/UpdateMetadata requests: Kafka 4 removed those
 ZooKeeper-era RPCs, and with ZooKeeper holding every partition's state under a version, a
 broker that reads it directly cannot apply changes out of order (each znode's watch delivers
 its latest version) and needs no second channel from the controller. The cost is one
 ZooKeeper read per change per broker, which is small next to the data path.
-
-Each change is handed to the broker (`Broker.on_*`), which applies it to its replicas. Tasks
-that wait for the cluster to reach a state (a created topic having leaders) use `wait_until`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from samsa.controller.event_queue import EventQueue
 from samsa.metadata import zkdata
-from samsa.metadata.store import StoreError, log_failures
-
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
+from samsa.metadata.store import MetadataStore, StoreError
 
 log = logging.getLogger("samsa.cluster")
 
@@ -55,41 +57,59 @@ class BrokerInfo:
         return cls(node_id, eps, doc.get("rack"))
 
 
-guarded = log_failures(log, "Metadata")
+class ViewListener(Protocol):
+    """What the broker does with each change the view sees."""
+
+    node_id: int
+
+    async def on_topic_assignment(self, name: str, assignment: zkdata.TopicAssignment) -> None: ...
+    def on_topic_config(self, name: str, configs: dict[str, str]) -> None: ...
+    def on_topic_deleted(self, name: str) -> None: ...
+    def on_partition_state(self, topic: str, index: int, state: zkdata.PartitionState) -> None: ...
+    def on_controller_changed(self, controller_id: int) -> None: ...
+    def on_broker_configs(self, per_broker: dict[str, str], cluster_default: dict[str, str]) -> None: ...
+    def on_registration_missing(self) -> None: ...
 
 
 class ClusterView:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, store: MetadataStore, listener: ViewListener) -> None:
+        self.store = store
+        self.listener = listener
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id = -1
         self.states: dict[tuple[str, int], zkdata.PartitionState] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}
+        self.events = EventQueue("cluster view", log)
         self._topic_watches: dict[str, list[Any]] = {}
         self._state_watches: dict[tuple[str, int], Any] = {}
         self._watches: list[Any] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
+        self._stopped = False
 
     # -- start / stop ---------------------------------------------------------------------------
 
-    def start(self) -> None:
-        store = self.broker.store
-        assert store is not None
-        loop = self.broker.loop
-        self._watches.append(store.watch_children(zkdata.BROKER_IDS, self._on_broker_ids, loop=loop))
-        self._watches.append(store.watch_data(zkdata.CONTROLLER, self._on_controller, loop=loop))
-        self._watches.append(store.watch_children(zkdata.TOPICS, self._on_topics, loop=loop))
-        for entity in (str(self.broker.node_id), zkdata.DEFAULT_BROKER):
-            self._watches.append(store.watch_data(zkdata.broker_config_path(entity), self._on_broker_config,
-                                                  loop=loop))
+    async def start(self) -> None:
+        """Watch the cluster; the first state of every watched node is queued before this returns."""
+        self.events.start()
+        store, put = self.store, self.events.put
+        self._watches.append(await store.watch_children(zkdata.BROKER_IDS, lambda ids: put(self._on_broker_ids, ids)))
+        self._watches.append(await store.watch_data(zkdata.CONTROLLER, lambda d, v: put(self._on_controller, d)))
+        for entity in (str(self.listener.node_id), zkdata.DEFAULT_BROKER):
+            self._watches.append(await store.watch_data(
+                zkdata.broker_config_path(entity), lambda d, v, e=entity: put(self._on_broker_config, e, d)))
+        self._watches.append(await store.watch_children(zkdata.TOPICS, lambda names: put(self._on_topics, names)))
 
-    def stop(self) -> None:
+    async def stop(self) -> None:
+        self._stopped = True
         for w in self._watches:
             w.cancel()
         for ws in self._topic_watches.values():
             for w in ws:
                 w.cancel()
         for w in self._state_watches.values():
-            w.cancel()
+            if w is not None:
+                w.cancel()
         self._watches.clear()
         self._topic_watches.clear()
         self._state_watches.clear()
@@ -97,6 +117,7 @@ class ClusterView:
             if not fut.done():
                 fut.set_result(False)
         self._waiters.clear()
+        await self.events.stop()
 
     # -- queries ----------------------------------------------------------------------------------
 
@@ -114,11 +135,8 @@ class ClusterView:
         info = self.brokers.get(node_id)
         return None if info is None else info.endpoints.get(listener)
 
-    def topic_ready(self, name: str) -> bool:
-        topic = self.broker.topics.get(name)
-        if topic is None:
-            return False
-        for p in topic.partitions:
+    def topic_ready(self, name: str, partitions: Any) -> bool:
+        for p in partitions:
             st = self.states.get((name, p))
             if st is None or st.leader < 0:
                 return False
@@ -128,7 +146,7 @@ class ClusterView:
         """True once `predicate()` holds after some change (checked now first), False at timeout."""
         if predicate():
             return True
-        fut: asyncio.Future[bool] = self.broker.loop.create_future()
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         entry = (predicate, fut)
         self._waiters.append(entry)
         try:
@@ -139,25 +157,19 @@ class ClusterView:
             if entry in self._waiters:
                 self._waiters.remove(entry)
 
-    def _changed(self) -> None:
+    def changed(self) -> None:
+        """Re-check the waiters (after any change this view or the broker made)."""
         if not self._waiters:
             return
         for pred, fut in list(self._waiters):
             if not fut.done() and pred():
                 fut.set_result(True)
 
-    # -- watch callbacks (on the event loop) ------------------------------------------------------
+    # -- events, applied on the view's task -------------------------------------------------------
 
-    @guarded
-    def _on_broker_ids(self, ids: list[str]) -> None:
-        store = self.broker.store
-        assert store is not None
+    async def _on_broker_ids(self, ids: list[str]) -> None:
         wanted = sorted(int(i) for i in ids if i.isdigit())
-        try:
-            nodes = store.get_many([zkdata.broker_path(i) for i in wanted]) if wanted else []
-        except StoreError as e:
-            log.warning("could not read broker registrations: %s", e)
-            return
+        nodes = await self.store.get_many([zkdata.broker_path(i) for i in wanted])
         old = set(self.brokers)
         fresh = {}
         for i, node in zip(wanted, nodes):
@@ -167,102 +179,133 @@ class ClusterView:
                 except (ValueError, KeyError, TypeError) as e:
                     log.warning("ignoring unreadable registration of broker %d: %s", i, e)
         self.brokers = fresh
-        me = self.broker.node_id
-        if me not in fresh and me in old and not self.broker._closing and store.connected:
-            log.warning("The registration of this broker (%d) was removed while it is alive; registering again", me)
-            self.broker.register()
-            return
+        if self.listener.node_id not in fresh and self.listener.node_id in old:
+            self.listener.on_registration_missing()
         if set(fresh) != old:
             log.info("Live brokers: %s", ",".join(map(str, sorted(fresh))) or "none")
-        self._changed()
+        self.changed()
 
-    @guarded
-    def _on_controller(self, data: bytes | None, version: int | None) -> None:
+    def _on_controller(self, data: bytes | None) -> None:
         try:
             self.controller_id = int(zkdata.loads(data)["brokerid"]) if data else -1
         except (ValueError, KeyError, TypeError):
             self.controller_id = -1
-        self.broker.on_controller_changed(self.controller_id)
-        self._changed()
+        self.listener.on_controller_changed(self.controller_id)
+        self.changed()
 
-    @guarded
-    def _on_broker_config(self, data: bytes | None, version: int | None) -> None:
-        """Dynamic broker configs (this broker's or the cluster default) changed anywhere."""
-        self.broker.admin.apply_broker_configs()
+    def _on_broker_config(self, entity: str, data: bytes | None) -> None:
+        self.broker_configs[entity] = zkdata.decode_config(data) if data else {}
+        self.listener.on_broker_configs(self.broker_configs.get(str(self.listener.node_id), {}),
+                                        self.broker_configs.get(zkdata.DEFAULT_BROKER, {}))
 
-    @guarded
-    def _on_topics(self, names: list[str]) -> None:
-        store = self.broker.store
-        assert store is not None
+    async def _on_topics(self, names: list[str]) -> None:
         current = set(names)
         for gone in set(self._topic_watches) - current:
             for w in self._topic_watches.pop(gone):
                 w.cancel()
             for key in [k for k in self._state_watches if k[0] == gone]:
-                self._state_watches.pop(key).cancel()
+                w = self._state_watches.pop(key)
+                if w is not None:
+                    w.cancel()
                 self.states.pop(key, None)
-            self.broker.on_topic_deleted(gone)
-        loop = self.broker.loop
-        for name in sorted(current - set(self._topic_watches)):
+            self.topic_configs.pop(gone, None)
+            self.listener.on_topic_deleted(gone)
+        put = self.events.put
+        new = sorted(current - set(self._topic_watches))
+        for name in new:
+            self._topic_watches[name] = []
+
+        async def watch(name: str) -> None:
             try:
-                self._topic_watches[name] = [
-                    store.watch_data(zkdata.topic_path(name), lambda d, v, n=name: self._on_assignment(n, d), loop=loop),
-                    store.watch_data(zkdata.topic_config_path(name),
-                                     lambda d, v, n=name: self._on_topic_config(n, d), loop=loop),
-                ]
+                # The config first: its event is queued before the assignment's.
+                cw = await self.store.watch_data(zkdata.topic_config_path(name),
+                                                 lambda d, v, n=name: put(self._on_topic_config, n, d))
+                aw = await self.store.watch_data(zkdata.topic_path(name),
+                                                 lambda d, v, n=name: put(self._on_assignment, n, d))
             except StoreError as e:
                 log.warning("could not watch topic %s: %s", name, e)
-        self._changed()
+                self._topic_watches.pop(name, None)
+                return
+            if name in self._topic_watches and not self._stopped:
+                self._topic_watches[name] = [cw, aw]
+            else:
+                cw.cancel()
+                aw.cancel()
 
-    @guarded
-    def _on_assignment(self, name: str, data: bytes | None) -> None:
-        if not data:
+        await asyncio.gather(*(watch(n) for n in new))
+        self.changed()
+
+    def _on_topic_config(self, name: str, data: bytes | None) -> None:
+        if name not in self._topic_watches:
+            return
+        configs = zkdata.decode_config(data) if data else {}
+        self.topic_configs[name] = configs
+        self.listener.on_topic_config(name, configs)
+
+    async def _on_assignment(self, name: str, data: bytes | None) -> None:
+        if not data or name not in self._topic_watches:
             return
         try:
             assignment = zkdata.TopicAssignment.decode(data)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("ignoring unreadable assignment of topic %s: %s", name, e)
             return
-        self.broker.on_topic_assignment(name, assignment)
-        store = self.broker.store
-        assert store is not None
-        loop = self.broker.loop
-        for p in sorted(assignment.partitions):
-            key = (name, p)
-            if key in self._state_watches:
-                continue
+        await self.listener.on_topic_assignment(name, assignment)
+        put = self.events.put
+        new = [(name, p) for p in sorted(assignment.partitions) if (name, p) not in self._state_watches]
+        for key in new:
+            self._state_watches[key] = None
+
+        async def watch(key: tuple[str, int]) -> None:
             try:
-                self._state_watches[key] = store.watch_data(
-                    zkdata.partition_state_path(name, p), lambda d, v, k=key: self._on_state(k, d, v), loop=loop)
+                w = await self.store.watch_data(zkdata.partition_state_path(*key),
+                                                lambda d, v, k=key: put(self._on_state, k, d, v))
             except StoreError as e:
-                log.warning("could not watch %s-%d: %s", name, p, e)
-        self._changed()
+                log.warning("could not watch %s-%d: %s", key[0], key[1], e)
+                self._state_watches.pop(key, None)
+                return
+            if key in self._state_watches and not self._stopped:
+                self._state_watches[key] = w
+            else:
+                w.cancel()
 
-    @guarded
-    def _on_topic_config(self, name: str, data: bytes | None) -> None:
-        configs = zkdata.decode_config(data) if data else {}
-        self.broker.on_topic_config(name, configs)
+        await asyncio.gather(*(watch(k) for k in new))
+        self.changed()
 
-    @guarded
     def _on_state(self, key: tuple[str, int], data: bytes | None, version: int | None) -> None:
-        if data is None or version is None:
+        if data is None or version is None or key not in self._state_watches:
             return
         try:
             state = zkdata.PartitionState.decode(data, version)
         except (ValueError, KeyError, TypeError) as e:
             log.warning("ignoring unreadable state of %s-%d: %s", key[0], key[1], e)
             return
+        self.apply_state(key, state)
+
+    def apply_state(self, key: tuple[str, int], state: zkdata.PartitionState) -> None:
+        """A partition state read from the store (by a watch, or re-read after a reconnection)."""
         old = self.states.get(key)
-        if old is not None and old.version > version and old.leader_epoch >= state.leader_epoch:
+        if old is not None and old.version > state.version and old.leader_epoch >= state.leader_epoch:
             return  # a stale delivery
         self.states[key] = state
-        self.broker.on_partition_state(key[0], key[1], state)
-        self._changed()
+        self.listener.on_partition_state(key[0], key[1], state)
+        self.changed()
 
     def note_state(self, topic: str, partition: int, state: zkdata.PartitionState) -> None:
         """A state this broker wrote itself (ISR change): known before the watch says so."""
         old = self.states.get((topic, partition))
         if old is None or state.version >= old.version:
             self.states[(topic, partition)] = state
-            self._changed()
+            self.changed()
 
+    async def reread_states(self) -> int:
+        """Read every known partition state again and apply it (after a reconnection: a watch
+        delivers only what changed, and this broker may have fenced itself meanwhile)."""
+        keys = list(self.states)
+        if not keys:
+            return 0
+        nodes = await self.store.get_many([zkdata.partition_state_path(t, p) for t, p in keys])
+        for key, node in zip(keys, nodes):
+            if node is not None and node[0]:
+                self.apply_state(key, zkdata.PartitionState.decode(node[0], node[1]))
+        return len(keys)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.ratelimit import RateLimitedLog
 from samsa.protocol.messages import (
     RequestHeader,
     decode_request_body,
@@ -51,6 +52,7 @@ class Dispatcher:
     def __init__(self, broker: "Broker", modules: list[ModuleType]) -> None:
         self.broker = broker
         self.handlers: dict[int, ModuleType] = {m.API_KEY: m for m in modules}
+        self._warn = RateLimitedLog(log, interval_s=10.0)
 
     def api_versions(self) -> list[tuple[int, int, int]]:
         return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in self.handlers.items())
@@ -70,16 +72,8 @@ class Dispatcher:
         ctx = RequestContext(self.broker, conn, header)
         try:
             result = module.handle(ctx, body)
-        except KafkaError as e:
-            log.info("request api %d v%d from %s failed: %s", api_key, version, conn.peer_str, e)
-            result = {"error_code": int(e.code), "error_message": e.message}
-        except StoreError as e:
-            # The metadata store (ZooKeeper) is unreachable: refuse what needs it, keep serving the rest.
-            log.warning("request api %d v%d from %s needs the metadata store: %s", api_key, version, conn.peer_str, e)
-            result = {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": f"metadata store unavailable: {e}"}
-        except Exception:
-            log.exception("internal error handling api %d v%d from %s", api_key, version, conn.peer_str)
-            raise FrameError("internal error (see the log above); closing the connection") from None
+        except Exception as e:
+            result = self._failed(ctx, e)
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, Pending):
@@ -88,12 +82,31 @@ class Dispatcher:
             return result.then(
                 lambda body: body if isinstance(body, Out) else encode_response(api_key, version, cid, body))
         if inspect.isawaitable(result):
-            return self._finish_later(header, result)
+            return self._finish_later(ctx, result)
         return encode_response(api_key, version, header.correlation_id, result)
 
-    async def _finish_later(self, header: RequestHeader, pending: Any) -> Out:
-        body = await pending
+    async def _finish_later(self, ctx: RequestContext, pending: Any) -> Out:
+        try:
+            body = await pending
+        except Exception as e:
+            body = self._failed(ctx, e)
+        header = ctx.header
         return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+    def _failed(self, ctx: RequestContext, e: Exception) -> dict[str, Any]:
+        """The answer to a request whose handler raised: a Kafka error is the client's; the
+        metadata store being away refuses only what needs it; anything else is a bug and
+        closes the connection."""
+        h, peer = ctx.header, ctx.conn.peer_str
+        if isinstance(e, KafkaError):
+            log.info("request api %d v%d from %s failed: %s", h.api_key, h.api_version, peer, e)
+            return {"error_code": int(e.code), "error_message": e.message}
+        if isinstance(e, StoreError):
+            self._warn.warning(f"store:{h.api_key}", "request api %d v%d from %s needs the metadata store: %s",
+                               h.api_key, h.api_version, peer, e)
+            return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": f"metadata store unavailable: {e}"}
+        log.error("internal error handling api %d v%d from %s", h.api_key, h.api_version, peer, exc_info=e)
+        raise FrameError("internal error (see the log above); closing the connection") from None
 
     def _unsupported(self, conn: Connection, frame: bytearray, api_key: int, version: int, module: ModuleType | None) -> Out:
         (correlation_id,) = I32.unpack_from(frame, 4)

@@ -75,10 +75,10 @@ class GroupManager:
         broker = self.broker
         if broker.zk_mode or OFFSETS_TOPIC in broker.topics:
             return
-        self.ensure_topic(cap_to_live=True)
-        await broker.cluster.wait_until(lambda: broker.cluster.topic_ready(OFFSETS_TOPIC), 30)
+        await self.ensure_topic(cap_to_live=True)
+        await broker.cluster.wait_until(lambda: broker.topic_ready(OFFSETS_TOPIC), 30)
 
-    def ensure_topic(self, cap_to_live: bool = False) -> bool:
+    async def ensure_topic(self, cap_to_live: bool = False) -> bool:
         """True if `__consumer_offsets` exists; else create it when enough brokers are alive."""
         broker = self.broker
         if OFFSETS_TOPIC in broker.topics:
@@ -93,7 +93,7 @@ class GroupManager:
             return False
         configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
         try:
-            broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
+            await broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.warning("Could not create %s: %s", OFFSETS_TOPIC, e.message)
@@ -167,9 +167,9 @@ class GroupManager:
     def shard_for(self, group_id: str) -> GroupCoordinatorShard | None:
         return self.shards.get(self.partition_of(group_id))
 
-    def coordinator_for(self, group_id: str, listener: str) -> tuple[int, str, int] | None:
+    async def coordinator_for(self, group_id: str, listener: str) -> tuple[int, str, int] | None:
         broker = self.broker
-        if not self.ensure_topic(cap_to_live=not broker.zk_mode):
+        if OFFSETS_TOPIC not in broker.topics and not await self.ensure_topic(cap_to_live=not broker.zk_mode):
             return None
         index = self.partition_of(group_id)
         if index in self.shards:

@@ -73,7 +73,11 @@ class Partition:
         self.epoch_start_offset = 0  # the log end offset when this broker became leader
         self.followers: dict[int, FollowerInfo] = {}
         self.removing: list[int] = []  # replicas a reassignment is removing: they never re-join
-        self.isr_writer: Callable[["Partition", list[int]], bool] | None = None
+        self.isr_writer: Callable[["Partition", list[int]], None] | None = None
+        # An ISR change written to the store but not acknowledged yet (isr_manager.py), and
+        # the leader epoch it was proposed in.
+        self.pending_isr: list[int] | None = None
+        self.pending_isr_epoch = -1
         self.producers = ProducerStateManager()
         self.waiters: list[Callable[[bool], None]] = []  # called with data=True when readable data grew
         # While an append wakes the waiters: (first offset, next offset, the bytes just written),
@@ -163,6 +167,7 @@ class Partition:
         self.leader_id = -1
         self.state_version = -1
         self.followers = {}
+        self.pending_isr = None
         self.wake()
 
     # -- leader: followers, ISR, high watermark -------------------------------------------------
@@ -205,16 +210,25 @@ class Partition:
         return out_of_sync_replicas(self.node_id, self.isr, follower_state, self.log.log_end_offset,
                                     now_ms(), lag_ms)
 
-    def propose_isr(self, isr: list[int]) -> bool:
-        if self.isr_writer is None:
-            return False
-        return self.isr_writer(self, isr)
+    def propose_isr(self, isr: list[int]) -> None:
+        """Ask for an ISR change; it is written to the store in the background (at most one
+        in flight) and takes effect when the write succeeds."""
+        if self.isr_writer is not None and self.pending_isr is None:
+            self.isr_writer(self, isr)
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the high watermark waits for: the current one plus any follower an ISR
+        change in flight adds (Kafka's maximal ISR: never ahead of either)."""
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
 
     def maybe_increment_hw(self) -> bool:
         if not self.is_leader:
             return False
         leo_of = {r: f.leo for r, f in self.followers.items() if f.leo >= 0}
-        hw = new_high_watermark(self.hw, self.log.log_end_offset, self.isr, leo_of, leader=self.node_id)
+        hw = new_high_watermark(self.hw, self.log.log_end_offset, self.maximal_isr, leo_of, leader=self.node_id)
         hw = min(hw, self.log.log_end_offset)
         if hw != self.hw:
             self.hw = hw

@@ -12,12 +12,12 @@ ROOT = Path(__file__).resolve().parents[2] / "samsa"
 # package -> samsa packages it may import (besides itself)
 ALLOWED = {
     "protocol": set(),
-    "storage": {"protocol"},
-    "metadata": set(),
+    "storage": {"protocol", "ratelimit"},
+    "metadata": {"ratelimit"},
     "coordinator": {"protocol"},
-    "controller": {"protocol", "metadata"},
-    "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator", "controller"},
-    "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator", "controller"},
+    "controller": {"protocol", "metadata", "ratelimit"},
+    "server": {"protocol", "storage", "metadata", "handlers", "config", "coordinator", "controller", "ratelimit"},
+    "handlers": {"protocol", "storage", "metadata", "server", "config", "coordinator", "controller", "ratelimit"},
     "spark": {"protocol"},  # runs in Spark executors: the client side only, never the broker
 }
 

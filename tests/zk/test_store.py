@@ -1,106 +1,190 @@
-"""The metadata-store contract, run against both engines: EmbeddedStore and a real ZooKeeper."""
+"""The metadata-store contract, run against both engines: EmbeddedStore and a real ZooKeeper.
+
+Every call is a coroutine; each test runs on a fresh event loop with a fresh store."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from samsa.metadata.store import BadVersion, EmbeddedStore, Fenced, MetadataStore, NodeExists, NoNode, StoreError
+from samsa.metadata.embedded import EmbeddedStore
+from samsa.metadata.store import BadVersion, Fenced, MetadataStore, NodeExists, NoNode, StoreError
 from samsa.metadata.zookeeper import ZooKeeperStore
 from tests.zk.conftest import ZooKeeperServer
 
+Opener = Callable[[], Awaitable[MetadataStore]]
+
 
 @pytest.fixture(params=["embedded", "zookeeper"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, chroot: str) -> Iterator[MetadataStore]:
-    s: MetadataStore
+def open_store(request: pytest.FixtureRequest, tmp_path: Path, chroot: str) -> Opener:
     if request.param == "embedded":
-        s = EmbeddedStore(tmp_path / "samsa-metadata.json")
-    else:
-        server: ZooKeeperServer = request.getfixturevalue("zk_server")
-        s = ZooKeeperStore(server.connect_string(chroot), session_timeout_ms=6000)
-    yield s
-    s.close()
+        async def embedded() -> MetadataStore:
+            return await EmbeddedStore.open(tmp_path / "samsa-metadata.json")
+        return embedded
+    server: ZooKeeperServer = request.getfixturevalue("zk_server")
+
+    async def zookeeper() -> MetadataStore:
+        return await ZooKeeperStore.connect(server.connect_string(chroot), session_timeout_ms=6000)
+    return zookeeper
 
 
-def test_create_with_parents_and_get(store: MetadataStore) -> None:
-    store.create("/brokers/topics/t/partitions/0/state", b'{"leader":0}')
-    assert store.get("/brokers/topics/t/partitions/0/state") == (b'{"leader":0}', 0)
-    assert store.get("/brokers/topics/t") is not None
-    assert store.get("/nope") is None
+def contract(body: Callable[[Any], Awaitable[None]]) -> Callable[[Opener], None]:
+    """Turn `async def test_x(store)` into a test run on both engines."""
+
+    def test(open_store: Opener) -> None:
+        async def main() -> None:
+            store = await open_store()
+            try:
+                await body(store)
+            finally:
+                await store.close()
+
+        asyncio.run(main())
+
+    test.__name__ = body.__name__
+    test.__doc__ = body.__doc__
+    return test
 
 
-def test_create_without_parents_fails(store: MetadataStore) -> None:
+@contract
+async def test_create_with_parents_and_get(store: MetadataStore) -> None:
+    await store.create("/brokers/topics/t/partitions/0/state", b'{"leader":0}')
+    assert await store.get("/brokers/topics/t/partitions/0/state") == (b'{"leader":0}', 0)
+    assert await store.get("/brokers/topics/t") is not None
+    assert await store.get("/nope") is None
+
+
+@contract
+async def test_create_without_parents_fails(store: MetadataStore) -> None:
     with pytest.raises(NoNode):
-        store.create("/a/b/c", b"x", make_parents=False)
-    store.create("/a", b"")
-    store.create("/a/b", b"x", make_parents=False)
-    assert store.get("/a/b") == (b"x", 0)
+        await store.create("/a/b/c", b"x", make_parents=False)
+    await store.create("/a", b"")
+    await store.create("/a/b", b"x", make_parents=False)
+    assert await store.get("/a/b") == (b"x", 0)
 
 
-def test_node_exists(store: MetadataStore) -> None:
-    store.create("/controller", b"1")
+@contract
+async def test_node_exists(store: MetadataStore) -> None:
+    await store.create("/controller", b"1")
     with pytest.raises(NodeExists):
-        store.create("/controller", b"2")
-    assert store.get("/controller") == (b"1", 0)
+        await store.create("/controller", b"2")
+    assert await store.get("/controller") == (b"1", 0)
 
 
-def test_versioned_set_is_compare_and_set(store: MetadataStore) -> None:
-    store.create("/state", b"v0")
-    assert store.set("/state", b"v1", 0) == 1
+@contract
+async def test_versioned_set_is_compare_and_set(store: MetadataStore) -> None:
+    await store.create("/state", b"v0")
+    assert await store.set("/state", b"v1", 0) == 1
     with pytest.raises(BadVersion):
-        store.set("/state", b"stale", 0)
-    assert store.get("/state") == (b"v1", 1)
-    assert store.set("/state", b"v2") == 2  # -1: any version
+        await store.set("/state", b"stale", 0)
+    assert await store.get("/state") == (b"v1", 1)
+    assert await store.set("/state", b"v2") == 2  # -1: any version
     with pytest.raises(NoNode):
-        store.set("/missing", b"x", 0)
+        await store.set("/missing", b"x", 0)
 
 
-def test_children(store: MetadataStore) -> None:
+@contract
+async def test_children(store: MetadataStore) -> None:
     for b in ("2", "0", "10"):
-        store.create(f"/brokers/ids/{b}", b"{}")
-    store.create("/brokers/ids/0/deeper", b"")
-    assert store.children("/brokers/ids") == ["0", "10", "2"]
-    assert store.children("/brokers") == ["ids"]
-    assert store.children("/absent") == []
+        await store.create(f"/brokers/ids/{b}", b"{}")
+    await store.create("/brokers/ids/0/deeper", b"")
+    assert await store.children("/brokers/ids") == ["0", "10", "2"]
+    assert await store.children("/brokers") == ["ids"]
+    assert await store.children("/absent") == []
 
 
-def test_delete(store: MetadataStore) -> None:
-    store.create("/t/p/0", b"")
-    store.create("/t/p/1", b"")
+@contract
+async def test_delete(store: MetadataStore) -> None:
+    await store.create("/t/p/0", b"")
+    await store.create("/t/p/1", b"")
     with pytest.raises(StoreError):
-        store.delete("/t/p")  # has children
-    store.delete("/t/p/0")
-    assert store.children("/t/p") == ["1"]
-    store.delete("/t", recursive=True)
-    assert store.get("/t") is None and store.get("/t/p/1") is None
+        await store.delete("/t/p")  # has children
+    await store.delete("/t/p/0")
+    assert await store.children("/t/p") == ["1"]
+    await store.delete("/t", recursive=True)
+    assert await store.get("/t") is None and await store.get("/t/p/1") is None
     with pytest.raises(NoNode):
-        store.delete("/t")
+        await store.delete("/t")
     with pytest.raises(NoNode):
-        store.delete("/t", recursive=True)
+        await store.delete("/t", recursive=True)
 
 
-def test_ephemeral_node(store: MetadataStore) -> None:
-    store.create("/brokers/ids/1", b"{}", ephemeral=True)
-    assert store.get("/brokers/ids/1") == (b"{}", 0)
-    assert store.children("/brokers/ids") == ["1"]
+@contract
+async def test_ephemeral_node_and_its_owner(store: MetadataStore) -> None:
+    await store.create("/brokers/ids/1", b"{}", ephemeral=True)
+    await store.create("/brokers/topics/t", b"{}")
+    assert await store.get("/brokers/ids/1") == (b"{}", 0)
+    assert await store.children("/brokers/ids") == ["1"]
+    assert await store.owner("/brokers/ids/1") == store.session_id != 0
+    assert await store.owner("/brokers/topics/t") == 0  # persistent: no owner
+    assert await store.owner("/brokers/ids/2") is None
+    with pytest.raises(StoreError):
+        await store.create("/brokers/ids/1/child", b"")  # ephemerals cannot have children
 
 
-def test_batches_and_guarded_writes(store: MetadataStore) -> None:
+@contract
+async def test_batches_and_guarded_writes(store: MetadataStore) -> None:
     """create_many/set_many/get_many, and a guard node whose version fences stale writers
     (the controller's /controller_epoch)."""
-    assert store.create_many([("/b/x", b"1"), ("/b/y", b"2")]) == [None, None]
-    assert isinstance(store.create_many([("/b/x", b"again")])[0], NodeExists)
-    assert store.get_many(["/b/x", "/b/y", "/b/missing"]) == [(b"1", 0), (b"2", 0), None]
-    assert store.set_many([("/b/x", b"3", 0), ("/b/y", b"4", 7)])[0] == 1
-    assert isinstance(store.set_many([("/b/y", b"4", 7)])[0], BadVersion)
+    assert await store.create_many([("/b/x", b"1"), ("/b/y", b"2")]) == [None, None]
+    assert isinstance((await store.create_many([("/b/x", b"again")]))[0], NodeExists)
+    assert await store.get_many(["/b/x", "/b/y", "/b/missing"]) == [(b"1", 0), (b"2", 0), None]
+    assert (await store.set_many([("/b/x", b"3", 0), ("/b/y", b"4", 7)]))[0] == 1
+    assert isinstance((await store.set_many([("/b/y", b"4", 7)]))[0], BadVersion)
 
-    store.create("/epoch", b"1")
-    assert store.set_many([("/b/x", b"5", 1)], guard=("/epoch", 0)) == [2]
-    assert store.create_many([("/b/z", b"z"), ("/c/deep/z", b"z")], guard=("/epoch", 0)) == [None, None]
-    assert store.get("/c/deep/z") == (b"z", 0)  # missing parents are made, as unguarded creates do
-    store.set("/epoch", b"2", 0)  # a newer controller
-    assert isinstance(store.set_many([("/b/x", b"6", 2)], guard=("/epoch", 0))[0], Fenced)
-    assert isinstance(store.create_many([("/b/w", b"w")], guard=("/epoch", 0))[0], Fenced)
-    assert store.get("/b/x") == (b"5", 2) and store.get("/b/w") is None  # nothing written
+    await store.create("/epoch", b"1")
+    assert await store.set_many([("/b/x", b"5", 1)], guard=("/epoch", 0)) == [2]
+    assert await store.create_many([("/b/z", b"z"), ("/c/deep/z", b"z")], guard=("/epoch", 0)) == [None, None]
+    assert await store.get("/c/deep/z") == (b"z", 0)  # missing parents are made, as unguarded creates do
+    await store.set("/epoch", b"2", 0)  # a newer controller
+    assert isinstance((await store.set_many([("/b/x", b"6", 2)], guard=("/epoch", 0)))[0], Fenced)
+    assert isinstance((await store.create_many([("/b/w", b"w")], guard=("/epoch", 0)))[0], Fenced)
+    assert await store.get("/b/x") == (b"5", 2) and await store.get("/b/w") is None  # nothing written
+
+
+@contract
+async def test_concurrent_writes_each_get_their_answer(store: MetadataStore) -> None:
+    """Many writes in flight at once (the embedded engine commits them as one group): each
+    compare-and-set sees the one before it, exactly one of two racing writers wins."""
+    await store.create("/n", b"0")
+    results = await asyncio.gather(*(store.set("/n", str(i + 1).encode(), i) for i in range(50)),
+                                   return_exceptions=True)
+    assert results == list(range(1, 51))
+    racing = await asyncio.gather(store.set("/n", b"a", 50), store.set("/n", b"b", 50), return_exceptions=True)
+    assert sorted(type(r).__name__ for r in racing) == ["BadVersion", "int"]
+    created = await asyncio.gather(*(store.create(f"/many/{i}", b"") for i in range(200)))
+    assert created == [None] * 200
+    assert len(await store.children("/many")) == 200
+
+
+@contract
+async def test_watches_deliver_the_latest_state_on_the_loop(store: MetadataStore) -> None:
+    """A watch's callback runs on the loop: once at registration with the state then, then
+    after changes; a cancelled watch calls nothing more."""
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    kids_watch = await store.watch_children("/brokers/ids", lambda kids: events.put_nowait(("kids", kids)))
+    data_watch = await store.watch_data("/controller", lambda d, v: events.put_nowait(("data", d, v)))
+
+    async def next_event() -> Any:
+        return await asyncio.wait_for(events.get(), 10)
+
+    assert [await next_event(), await next_event()] == [("kids", []), ("data", None, None)]
+    await store.create("/brokers/ids/7", b"{}", ephemeral=True)
+    assert await next_event() == ("kids", ["7"])
+    await store.create("/controller", b'{"brokerid":7}', ephemeral=True)
+    assert await next_event() == ("data", b'{"brokerid":7}', 0)
+    await store.set("/controller", b'{"brokerid":8}', 0)
+    assert await next_event() == ("data", b'{"brokerid":8}', 1)
+    await store.delete("/controller")
+    assert await next_event() == ("data", None, None)
+    kids_watch.cancel()
+    data_watch.cancel()
+    await store.create("/brokers/ids/8", b"{}")
+    await store.create("/controller", b"x")
+    await store.get("/controller")  # a round trip: a stray delivery would be queued by now
+    await asyncio.sleep(0.2)
+    assert events.empty()

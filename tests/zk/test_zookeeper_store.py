@@ -1,39 +1,56 @@
-"""What only the ZooKeeper backend does: sessions, ephemerals across clients, watches, chroot."""
+"""What only the ZooKeeper engine does: sessions, ephemerals across clients, watches that
+survive a new session, chroot, connection errors."""
 
 from __future__ import annotations
 
 import asyncio
-import threading
+import os
+import signal
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from kazoo.client import KazooClient
 
-from samsa.metadata.store import NoNode, StoreError
-from samsa.metadata.zookeeper import ConnectionLost, SessionLost, ZooKeeperStore, parse_connect
-from tests.zk.conftest import ZooKeeperServer, free_port
+from samsa.metadata.store import ConnectionLost, NoNode, SessionLost, StoreError
+from samsa.metadata.zookeeper import ZooKeeperStore, parse_connect
+from tests.zk.conftest import ZooKeeperServer, free_port, start_server
 
 
-def wait_for(cond: Any, timeout: float = 10.0) -> None:
+async def until(cond: Callable[[], bool], timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-def stores(zk_server: ZooKeeperServer, chroot: str) -> Any:
-    made: list[ZooKeeperStore] = []
+def run(zk_server: ZooKeeperServer, chroot: str, body: Callable[..., Awaitable[None]]) -> None:
+    """Run `body(make)` on a fresh loop; `make(**kw)` opens a store in the test's chroot."""
 
-    def make(**kw: Any) -> ZooKeeperStore:
-        s = ZooKeeperStore(zk_server.connect_string(chroot), **{"session_timeout_ms": 6000, **kw})
-        made.append(s)
-        return s
+    async def main() -> None:
+        made: list[ZooKeeperStore] = []
 
-    yield make
-    for s in made:
-        s.close()
+        async def make(**kw: Any) -> ZooKeeperStore:
+            s = await ZooKeeperStore.connect(zk_server.connect_string(chroot), **{"session_timeout_ms": 6000, **kw})
+            made.append(s)
+            return s
+
+        try:
+            await body(make)
+        finally:
+            for s in made:
+                await s.close()
+
+    asyncio.run(main())
+
+
+def expire(zk_server: ZooKeeperServer, store: ZooKeeperStore) -> None:
+    """Expire a session the classic way: a second client takes it over with its id and password."""
+    thief = KazooClient(hosts=zk_server.hosts, client_id=store._zk.client_id)
+    thief.start(timeout=10)
+    thief.stop()
+    thief.close()
 
 
 def test_parse_connect() -> None:
@@ -48,121 +65,125 @@ def test_parse_connect() -> None:
 def test_chroot_is_created_and_contains_everything(zk_server: ZooKeeperServer, chroot: str) -> None:
     root = KazooClient(hosts=zk_server.hosts)
     root.start(timeout=10)
+
+    async def body(make: Any) -> None:
+        assert root.exists(f"/{chroot}") is None
+        s = await make()
+        assert root.exists(f"/{chroot}") is not None
+        await s.create("/cluster/id", b"abc")
+        assert root.get(f"/{chroot}/cluster/id")[0] == b"abc"
+        assert await s.children("/") == ["cluster"]
+
     try:
-        assert root.exists(f"/{chroot}/deep") is None
-        s = ZooKeeperStore(zk_server.connect_string(f"{chroot}/deep"))
-        try:
-            assert root.exists(f"/{chroot}/deep") is not None
-            s.create("/cluster/id", b"abc")
-            assert root.get(f"/{chroot}/deep/cluster/id")[0] == b"abc"
-            assert s.children("/") == ["cluster"]
-        finally:
-            s.close()
+        run(zk_server, chroot, body)
     finally:
         root.stop()
         root.close()
 
 
-def test_ephemeral_vanishes_when_session_closes(stores: Any) -> None:
-    broker, observer = stores(), stores()
-    broker.create("/brokers/ids/1", b"{}", ephemeral=True)
-    broker.create("/brokers/topics/t", b"{}")
-    assert observer.children("/brokers/ids") == ["1"]
-    broker.close()
-    assert observer.get("/brokers/ids/1") is None
-    assert observer.get("/brokers/topics/t") == (b"{}", 0)
-    with pytest.raises(SessionLost):
-        broker.get("/brokers/topics/t")
+def test_ephemeral_vanishes_when_session_closes(zk_server: ZooKeeperServer, chroot: str) -> None:
+    async def body(make: Any) -> None:
+        broker, observer = await make(), await make()
+        await broker.create("/brokers/ids/1", b"{}", ephemeral=True)
+        await broker.create("/brokers/topics/t", b"{}")
+        assert await observer.children("/brokers/ids") == ["1"]
+        assert await observer.owner("/brokers/ids/1") == broker.session_id != observer.session_id
+        await broker.close()
+        assert await observer.get("/brokers/ids/1") is None
+        assert await observer.get("/brokers/topics/t") == (b"{}", 0)
+        with pytest.raises(SessionLost):
+            await broker.get("/brokers/topics/t")
+
+    run(zk_server, chroot, body)
 
 
-def test_children_watch_fires_on_change(stores: Any) -> None:
-    controller, broker = stores(), stores()
-    seen: list[list[str]] = []
-    changed = threading.Event()
+def test_session_expiry_is_reported_and_watches_follow_the_new_session(zk_server: ZooKeeperServer,
+                                                                        chroot: str) -> None:
+    async def body(make: Any) -> None:
+        broker, observer = await make(session_timeout_ms=2000), await make()
+        events: list[str] = []
+        broker.add_session_listener(
+            on_session_lost=lambda: events.append("lost"),
+            on_reconnected=lambda new: events.append(f"reconnected new_session={new}"),
+            on_suspended=lambda: events.append("suspended"),
+        )
+        seen: list[list[str]] = []
+        await broker.watch_children("/brokers/ids", seen.append)
+        await broker.create("/brokers/ids/1", b"1", ephemeral=True)
+        await until(lambda: seen[-1] == ["1"])
+        old_session = broker.session_id
+        expire(zk_server, broker)
+        await until(lambda: "lost" in events)
+        assert await observer.get("/brokers/ids/1") is None
+        await until(lambda: events[-1] == "reconnected new_session=True")
+        assert broker.connected and broker.session_id != old_session
+        await until(lambda: seen[-1] == [])  # the watch was re-armed on the new session
+        await observer.create("/brokers/ids/2", b"2", ephemeral=True)
+        await until(lambda: seen[-1] == ["2"])
+        await broker.create("/brokers/ids/1", b"1", ephemeral=True)  # registers again on the new session
+        await until(lambda: seen[-1] == ["1", "2"])
+        assert await broker.owner("/brokers/ids/1") == broker.session_id
 
-    def on_children(kids: list[str]) -> None:
-        seen.append(kids)
-        changed.set()
-
-    w = controller.watch_children("/brokers/ids", on_children)
-    assert seen == [[]]  # called at once with the current children
-    changed.clear()
-    broker.create("/brokers/ids/7", b"{}", ephemeral=True)
-    assert changed.wait(5)
-    assert seen[-1] == ["7"]
-    changed.clear()
-    broker.close()  # registration expires with the session
-    assert changed.wait(5)
-    assert seen[-1] == []
-    w.cancel()
-    n = len(seen)
-    controller.create("/brokers/ids/8", b"{}")
-    time.sleep(0.3)
-    assert len(seen) == n  # a cancelled watch calls nothing more
-
-
-def test_data_watch_on_asyncio_loop(stores: Any) -> None:
-    watcher, writer = stores(), stores()
-
-    async def main() -> list[tuple[bytes | None, int | None, bool]]:
-        loop = asyncio.get_running_loop()
-        q: asyncio.Queue[tuple[bytes | None, int | None, bool]] = asyncio.Queue()
-        loop_thread = threading.get_ident()
-
-        def cb(data: bytes | None, version: int | None) -> None:
-            q.put_nowait((data, version, threading.get_ident() == loop_thread))
-
-        watcher.watch_data("/controller", cb, loop=loop)
-        got = [await asyncio.wait_for(q.get(), 5)]
-        await loop.run_in_executor(None, lambda: writer.create("/controller", b'{"brokerid":1}', ephemeral=True))
-        got.append(await asyncio.wait_for(q.get(), 5))
-        await loop.run_in_executor(None, lambda: writer.set("/controller", b'{"brokerid":2}', 0))
-        got.append(await asyncio.wait_for(q.get(), 5))
-        await loop.run_in_executor(None, lambda: writer.delete("/controller"))
-        got.append(await asyncio.wait_for(q.get(), 5))
-        return got
-
-    got = asyncio.run(main())
-    assert got == [
-        (None, None, True),
-        (b'{"brokerid":1}', 0, True),
-        (b'{"brokerid":2}', 1, True),
-        (None, None, True),
-    ]
-
-
-def test_session_expiry_is_reported_and_ephemerals_go(zk_server: ZooKeeperServer, stores: Any) -> None:
-    broker, observer = stores(session_timeout_ms=2000), stores()
-    events: list[str] = []
-    broker.add_session_listener(
-        on_session_lost=lambda: events.append("lost"),
-        on_reconnected=lambda new: events.append(f"reconnected new_session={new}"),
-        on_suspended=lambda: events.append("suspended"),
-    )
-    broker.create("/controller", b"1", ephemeral=True)
-    # Expire the session the classic way: a second client takes it over with its id and password.
-    thief = KazooClient(hosts=zk_server.hosts, client_id=broker._zk.client_id)
-    thief.start(timeout=10)
-    thief.stop()
-    thief.close()
-    wait_for(lambda: "lost" in events)
-    assert observer.get("/controller") is None
-    wait_for(lambda: events[-1] == "reconnected new_session=True")
-    assert broker.connected
-    broker.create("/controller", b"1", ephemeral=True)  # re-registers on the new session
+    run(zk_server, chroot, body)
 
 
 def test_connection_timeout() -> None:
-    t0 = time.monotonic()
-    with pytest.raises(ConnectionLost, match="within 500 ms"):
-        ZooKeeperStore(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
-    assert time.monotonic() - t0 < 5
+    async def body() -> None:
+        t0 = time.monotonic()
+        with pytest.raises(ConnectionLost, match="within 500 ms"):
+            await ZooKeeperStore.connect(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
+        assert time.monotonic() - t0 < 5
+
+    asyncio.run(body())
 
 
-def test_errors_map_to_store_exceptions(stores: Any) -> None:
-    s = stores()
-    with pytest.raises(NoNode):
-        s.set("/x", b"", 3)
-    s.create("/e", b"", ephemeral=True)
-    with pytest.raises(StoreError):
-        s.create("/e/child", b"")  # ephemerals cannot have children
+def test_errors_map_to_store_exceptions(zk_server: ZooKeeperServer, chroot: str) -> None:
+    async def body(make: Any) -> None:
+        s = await make()
+        with pytest.raises(NoNode):
+            await s.set("/x", b"", 3)
+
+    run(zk_server, chroot, body)
+
+
+def test_calls_never_block_the_loop_while_zookeeper_is_away(tmp_path: Any, chroot: str) -> None:
+    """With ZooKeeper stopped (SIGSTOP), a call fails or waits without stalling the loop:
+    a ticker on the same loop keeps ticking every 10 ms."""
+    (tmp_path / "zk").mkdir()
+    server = start_server(tmp_path / "zk")
+
+    async def main() -> None:
+        s = await ZooKeeperStore.connect(server.connect_string(chroot), session_timeout_ms=3000)
+        stalls: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            last = time.monotonic()
+            while not stop.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                stalls.append(now - last)
+                last = now
+
+        t = asyncio.get_running_loop().create_task(ticker())
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises((ConnectionLost, SessionLost)):
+                await s.get_many([f"/x/{i}" for i in range(100)])
+            await until(lambda: not s.connected, 10)
+            assert s.disconnected_for() > 0
+            with pytest.raises(ConnectionLost):
+                await s.create("/y", b"")  # fails at once while disconnected
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        await until(lambda: s.connected, 15)
+        assert s.disconnected_for() == 0
+        stop.set()
+        await t
+        await s.close()
+        assert max(stalls) < 0.1, f"the loop stalled for {max(stalls):.3f} s"
+
+    try:
+        asyncio.run(main())
+    finally:
+        server.stop()

@@ -1,0 +1,31 @@
+"""What the controller uses of the broker it runs in: a typed seam instead of `broker: Any`.
+
+The controller reads and writes the metadata store, reads this broker's view of the cluster
+(partition states as the store last delivered them, broker endpoints) and a few configs.
+Tests hand it a context of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from samsa.metadata.store import MetadataStore
+from samsa.metadata.zkdata import PartitionState
+
+
+class ClusterState(Protocol):
+    def state(self, topic: str, partition: int) -> PartitionState | None: ...
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None: ...
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool: ...
+
+
+@dataclass
+class ControllerContext:
+    node_id: int
+    store: MetadataStore
+    view: ClusterState
+    config: Callable[[str], Any]  # broker config values, read when used (dynamic configs apply)
+    topic_config: Callable[[str, str], object]  # (topic, key) -> the topic's effective value
+    inter_broker_listener: str
