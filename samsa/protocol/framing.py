@@ -103,13 +103,14 @@ class FrameSplitter:
 
     def advance(self, n: int) -> None:
         """`n` bytes were received into `buffer()`."""
-        if self._big is None:
+        big = self._big
+        if big is None:
             buf = self._buf
             buf += self._scratch[:n]
             return
-        self._pos += n
-        if self._pos == self._size:
-            self._done, self._big, self._view = self._big, None, None
+        pos = self._pos = self._pos + n
+        if pos == self._size:
+            self._done, self._big, self._view = big, None, None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Bytes received elsewhere (copied; `buffer()`/`advance()` avoid the copy)."""
@@ -163,10 +164,11 @@ class FrameSplitter:
         buf = self._buf
         have = len(buf) - 4
         big = bytearray(min(size, max(self.prealloc, have)))
+        view = memoryview(big)
         with memoryview(buf) as src:
-            big[:have] = src[4:]
+            view[:have] = src[4:]  # one copy (`big[:have] = ...` would copy a memoryview twice)
         buf.clear()
-        self._big, self._view, self._pos, self._size = big, memoryview(big), have, size
+        self._big, self._view, self._pos, self._size = big, view, have, size
 
     def _grow(self) -> None:
         """The large frame's bytearray is full: double it (at most to the frame's size)."""
