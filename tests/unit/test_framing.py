@@ -1,15 +1,32 @@
 """The frame splitter: whole frames out of any chunking of a byte stream, large frames received
-in place into a bytearray that grows as bytes arrive, sizes refused as soon as they are read."""
+in place into a bytearray that grows as bytes arrive, sizes refused as soon as they are read.
+Then the four readers built on it, each over a real socket: the broker's connection, the
+replica fetcher's, the Spark client's and the CLI's, with the errors each raised before."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import select
+import socket
 import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from samsa.cli.client import raw_request
+from samsa.cli.common import CliError
 from samsa.protocol.framing import FrameError, FrameSplitter
+from samsa.protocol.messages import encode_response
+from samsa.server import network, replica_fetcher
+from samsa.spark.client import _Connection
 
 
 def framed(*bodies: bytes) -> bytes:
@@ -272,3 +289,134 @@ def test_random_chunking(sizes: list[int], chunks: list[int], scratch: int, prea
         got += drain(frames)
     assert got == bodies
 
+
+# -- the readers built on it ------------------------------------------------------------------------
+
+
+def test_broker_connection_cuts_small_and_large_frames(caplog: pytest.LogCaptureFixture) -> None:
+    loop = asyncio.new_event_loop()
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    got: list[bytearray] = []
+
+    def handler(conn: Any, frame: bytearray) -> Any:
+        got.append(frame)
+        return network.NO_RESPONSE
+
+    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=2 << 20, handler=handler)
+    conn = network.Connection(server, ours, ("peer", 1))  # type: ignore[arg-type]
+    bodies = [body(8, 1), body(300_000, 2), body(100, 3), body(1_100_000, 4), body(9, 5)]
+    data = framed(*bodies)
+    try:
+        for pos in range(0, len(data), 50_000):
+            theirs.sendall(data[pos : pos + 50_000])
+            while select.select([ours], [], [], 0)[0]:
+                conn._on_readable()
+        assert [bytes(f) for f in got] == bodies and all(type(f) is bytearray for f in got)
+        theirs.sendall(struct.pack(">i", 7))
+        with caplog.at_level(logging.WARNING, "samsa.network"):
+            conn._on_readable()
+        assert conn.closed
+        assert caplog.messages == ["closing connection from peer:1: malformed frame: size 7 is too small "
+                                   "for a request header"]
+    finally:
+        conn.close()
+        theirs.close()
+        loop.close()
+
+
+API_VERSIONS = 18
+
+
+def api_versions_response(n: int) -> bytes:
+    """A response to the first request of a connection (correlation id 1), ~6n bytes of body."""
+    keys = [{"api_key": i % 100, "min_version": 0, "max_version": 1} for i in range(n)]
+    return bytes(encode_response(API_VERSIONS, 0, 1, {"error_code": 0, "api_keys": keys}))
+
+
+@contextmanager
+def scripted_peer(*chunks: bytes, hold: float = 0) -> Iterator[int]:
+    """A one-connection server: reads the request, sends `chunks` a moment apart, waits `hold`
+    seconds, closes."""
+    lsock = socket.create_server(("127.0.0.1", 0))
+
+    def run() -> None:
+        conn, _ = lsock.accept()
+        with conn:
+            try:
+                conn.recv(65536)
+                for c in chunks:
+                    conn.sendall(c)
+                    time.sleep(0.005)
+                time.sleep(hold)
+            except OSError:
+                pass  # the client gave up first
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    try:
+        yield lsock.getsockname()[1]
+    finally:
+        t.join(5)
+        lsock.close()
+
+
+def pieces(data: bytes, n: int) -> list[bytes]:
+    return [data[i : i + n] for i in range(0, len(data), n)]
+
+
+RESPONSE = api_versions_response(30_000)  # ~180 KB: larger than a client's 64 KiB scratch
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])  # the broker runs on uvloop
+@pytest.mark.parametrize("prealloc", [None, 1024])  # 1024: the response's bytearray grows 8 times
+def test_replica_fetcher_connection(loop: str, prealloc: int | None) -> None:
+    async def request(*chunks: bytes, timeout: float = 5, hold: float = 0) -> Any:
+        with scripted_peer(*chunks, hold=hold) as port:
+            conn = replica_fetcher.Connection("test")
+            conn.frames = FrameSplitter(prealloc=prealloc)
+            await asyncio.get_running_loop().create_connection(lambda: conn, "127.0.0.1", port)
+            try:
+                return await conn.request(API_VERSIONS, 0, {}, timeout)
+            finally:
+                conn.close()
+                await asyncio.sleep(0.01)  # let the transport close
+
+    async def main() -> None:
+        msg = await request(*pieces(RESPONSE, 7_000))
+        assert len(msg.api_keys) == 30_000
+        with pytest.raises(asyncio.IncompleteReadError):  # the leader went away mid-response
+            await request(RESPONSE[:100_000])
+        with pytest.raises(ValueError, match="size -2 is too small"):
+            await request(struct.pack(">i", -2))
+        with pytest.raises(TimeoutError):
+            await request(RESPONSE[:2], timeout=0.2, hold=0.5)
+
+    uvloop = pytest.importorskip("uvloop") if loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop if uvloop else None) as runner:
+        runner.run(main())
+
+
+def test_spark_client_connection() -> None:
+    with scripted_peer(*pieces(RESPONSE, 7_000)) as port:
+        c = _Connection("127.0.0.1", port, 5, "test")
+        assert len(c.request(API_VERSIONS, 0, {}).api_keys) == 30_000
+        c.close()
+    with scripted_peer(RESPONSE[:100_000]) as port:
+        c = _Connection("127.0.0.1", port, 5, "test")
+        with pytest.raises(ConnectionError, match="the broker closed the connection"):
+            c.request(API_VERSIONS, 0, {})
+        c.close()
+    with scripted_peer(struct.pack(">i", -2)) as port:
+        c = _Connection("127.0.0.1", port, 5, "test")
+        with pytest.raises(ValueError):
+            c.request(API_VERSIONS, 0, {})
+        c.close()
+
+
+def test_cli_raw_request() -> None:
+    with scripted_peer(*pieces(RESPONSE, 7_000)) as port:
+        assert len(raw_request("127.0.0.1", port, API_VERSIONS, 0, {}, 5).api_keys) == 30_000
+    with scripted_peer(RESPONSE[:100_000]) as port:
+        with pytest.raises(CliError, match="connection closed by the broker"):
+            raw_request("127.0.0.1", port, API_VERSIONS, 0, {}, 5)
