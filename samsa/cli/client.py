@@ -19,7 +19,6 @@ import os
 import re
 import signal
 import socket
-import struct
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -328,26 +327,22 @@ def source_id(source: Any) -> int:
 def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
     """One request/response over a fresh PLAINTEXT connection, with Samsa's own codec: for the few
     things librdkafka cannot express (the empty broker-defaults config resource)."""
+    from samsa.protocol.framing import FrameSplitter
     from samsa.protocol.messages import decode_response, encode_request
 
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             sock.sendall(bytes(encode_request(api_key, version, 1, "samsa-cli", body)))
-            (size,) = struct.unpack(">i", _read_exact(sock, 4))
-            _, msg = decode_response(api_key, version, _read_exact(sock, size))
+            frames = FrameSplitter()
+            while (frame := frames.next_frame()) is None:
+                n = sock.recv_into(frames.buffer())
+                if not n:
+                    raise ConnectionError("connection closed by the broker")
+                frames.advance(n)
+            _, msg = decode_response(api_key, version, frame)
             return msg
     except (OSError, ValueError) as e:
         raise CliError(f"request to {host}:{port} failed: {e}") from None
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed by the broker")
-        buf += chunk
-    return bytes(buf)
 
 
 class Stopped(KeyboardInterrupt):

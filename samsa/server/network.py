@@ -1,9 +1,10 @@
 """Listeners and connections: frames in, responses out, on raw non-blocking sockets.
 
 How it works: each connection registers a reader callback with the event loop and pulls bytes
-with `recv_into`. A frame is `int32 size` + body; small frames are cut from a scratch
-buffer, large ones (a 1 MB produce) are received straight into a bytearray of their own size,
-which the produce path then rewrites in place (offsets) and appends to the log with no copy.
+with `recv_into`. A frame is `int32 size` + body, cut by `protocol/framing.py`; small frames
+are cut from a scratch buffer, large ones (a 1 MB produce) are received straight into a
+bytearray of their own, which the produce path then rewrites in place (offsets) and appends to
+the log with no copy.
 
 Requests on one connection are processed as they arrive (a pipeline), but answered strictly in
 order: each request takes a slot in `pending`; a slot is filled now (most requests) or later
@@ -25,17 +26,16 @@ import errno
 import logging
 import os
 import socket
-import struct
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.schema import Out
 from samsa.storage.log import Log
 
 log = logging.getLogger("samsa.network")
 
-_SIZE = struct.Struct(">i")
 SCRATCH = 256 * 1024
 # Every connection receives into this one buffer (callbacks run one at a time) and copies out
 # what it got. `recv(SCRATCH)` would allocate 256 KiB per call: above malloc's mmap threshold,
@@ -45,12 +45,6 @@ _SCRATCH_VIEW = memoryview(bytearray(SCRATCH))
 MAX_PENDING = 512  # requests in flight on one connection before we stop reading
 MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
 INLINE_MAX = 64 * 1024  # responses up to this size with file slices: pread + one send, no sendfile
-
-
-class FrameError(Exception):
-    pass
-
-
 
 
 class _NoResponse:
@@ -150,10 +144,8 @@ class Connection:
         self.fd = sock.fileno()
         self.peer = peer
         self.peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.rbuf = bytearray()
-        self.frame: bytearray | None = None
-        self.frame_view: memoryview | None = None
-        self.frame_pos = 0
+        self.frames = FrameSplitter(min_size=8, max_size=server.max_request_size, what="request",
+                                    max_size_name="socket.request.max.bytes", scratch=_SCRATCH_VIEW)
         self.pending: deque[_Slot] = deque()
         self.wqueue: deque[Any] = deque()  # memoryview chunks or (fd, offset, count) lists
         self.queued_out = 0
@@ -179,20 +171,9 @@ class Connection:
             self.reading = False
 
     def _on_readable(self) -> None:
+        frames = self.frames
         try:
-            if self.frame is not None:
-                assert self.frame_view is not None
-                n = self.sock.recv_into(self.frame_view[self.frame_pos :])
-                if n == 0:
-                    self.close()
-                    return
-                self.frame_pos += n
-                if self.frame_pos == len(self.frame):
-                    frame = self.frame
-                    self.frame = self.frame_view = None
-                    self._dispatch(frame)
-                return
-            n = self.sock.recv_into(_SCRATCH_VIEW)
+            n = self.sock.recv_into(frames.buffer())
         except (BlockingIOError, InterruptedError):
             return
         except OSError as e:
@@ -202,39 +183,16 @@ class Connection:
         if not n:
             self.close()
             return
-        rbuf = self.rbuf
-        rbuf += _SCRATCH_VIEW[:n]
+        frames.advance(n)
         try:
-            self._cut_frames()
+            while not self.closed:
+                frame = frames.next_frame()
+                if frame is None:
+                    break
+                self._dispatch(frame)
         except FrameError as e:
             log.warning("closing connection from %s: %s", self.peer_str, e)
             self.close()
-
-    def _cut_frames(self) -> None:
-        rbuf = self.rbuf
-        max_size = self.server.max_request_size
-        while len(rbuf) >= 4 and not self.closed:
-            (size,) = _SIZE.unpack_from(rbuf, 0)
-            if size < 8:
-                raise FrameError(f"malformed frame: size {size} is too small for a request header")
-            if size > max_size:
-                raise FrameError(
-                    f"request of {size} bytes exceeds socket.request.max.bytes={max_size}"
-                )
-            if len(rbuf) - 4 >= size:
-                frame = rbuf[4 : 4 + size]
-                del rbuf[: 4 + size]
-                self._dispatch(frame)
-                continue
-            if size > SCRATCH:
-                # Receive the rest of this big frame straight into a buffer of its own.
-                self.frame = bytearray(size)
-                self.frame_view = memoryview(self.frame)
-                have = len(rbuf) - 4
-                self.frame_view[:have] = rbuf[4:]
-                self.frame_pos = have
-                rbuf.clear()
-            return
 
     def _dispatch(self, frame: bytearray) -> None:
         try:

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.messages import decode_response, encode_request
 from samsa.protocol.records import InvalidRecords, scan_batches
 from samsa.server.replica_manager import Partition
@@ -59,26 +60,77 @@ class LeaderGone(Exception):
     pass
 
 
-class Connection:
-    """One request at a time over an asyncio stream, with our own codecs."""
+class Connection(asyncio.BufferedProtocol):
+    """One request at a time to the leader, with our own codecs. The leader's responses are
+    received straight into the frame splitter's buffer: the rest of a large fetch response
+    goes from the socket into the bytearray it is decoded from, with no copy on the way."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        self.reader, self.writer, self.client_id = reader, writer, client_id
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
         self.correlation_id = 0
+        self.frames = FrameSplitter()
+        self.transport: asyncio.Transport | None = None
+        self.ready: deque[bytearray] = deque()  # whole responses not yet asked for
+        self.error: BaseException | None = None  # why the connection ended, once it has
+        self.waiter: asyncio.Future[None] | None = None
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
+        assert self.transport is not None
         self.correlation_id += 1
-        self.writer.write(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
-        head = await asyncio.wait_for(self.reader.readexactly(4), timeout)
-        (size,) = struct.unpack(">i", head)
-        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout)
+        self.transport.write(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
+        frame = await asyncio.wait_for(self._next_frame(), timeout)
         cid, msg = decode_response(api_key, version, frame)
         if cid != self.correlation_id:
             raise ConnectionError(f"response {cid} to request {self.correlation_id}")
         return msg
 
+    async def _next_frame(self) -> bytearray:
+        while not self.ready:
+            if self.error is not None:
+                raise self.error
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        return self.ready.popleft()
+
     def close(self) -> None:
-        self.writer.close()
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- asyncio.BufferedProtocol -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.frames.buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        frames = self.frames
+        frames.advance(nbytes)
+        try:
+            while (frame := frames.next_frame()) is not None:
+                self.ready.append(frame)
+        except FrameError as e:  # raised to the fetcher, as readexactly's ValueError was
+            self._end(e)
+            self.close()
+            return
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # EOF mid-response raises what StreamReader.readexactly raised
+        self._end(exc if exc is not None else asyncio.IncompleteReadError(b"", None))
+
+    def _end(self, error: BaseException) -> None:
+        if self.error is None:
+            self.error = error
+        self._wake()
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
 
 
 class LeaderFetcher:
@@ -131,11 +183,12 @@ class LeaderFetcher:
         ep = self.manager.endpoint(self.leader_id)
         if ep is None:
             return None
+        conn = Connection(f"samsa-replica-fetcher-{self.manager.broker.node_id}")
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*ep), 5)
+            await asyncio.wait_for(asyncio.get_running_loop().create_connection(lambda: conn, *ep), 5)
         except (OSError, asyncio.TimeoutError):
             return None
-        return Connection(reader, writer, f"samsa-replica-fetcher-{self.manager.broker.node_id}")
+        return conn
 
     # -- truncation ---------------------------------------------------------------------------
 

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import itertools
 import socket
-import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.framing import FrameSplitter
 from samsa.protocol.messages import decode_response, encode_request
 
 TopicPartition = tuple[str, int]
@@ -48,6 +48,7 @@ class _Connection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.client_id = client_id
         self.correlation_id = 0
+        self.frames = FrameSplitter()
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
@@ -56,22 +57,19 @@ class _Connection:
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         self.send(api_key, version, body)
-        (size,) = struct.unpack(">i", self._read(4))
-        cid, msg = decode_response(api_key, version, self._read(size))
+        cid, msg = decode_response(api_key, version, self._read_frame())
         if cid != self.correlation_id:
             raise ClientError(f"response {cid} answers request {self.correlation_id}")
         return msg
 
-    def _read(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            k = self.sock.recv_into(view[got:])
-            if k == 0:
+    def _read_frame(self) -> bytearray:
+        frames = self.frames
+        while (frame := frames.next_frame()) is None:
+            n = self.sock.recv_into(frames.buffer())
+            if n == 0:
                 raise ConnectionError("the broker closed the connection")
-            got += k
-        return bytes(buf)
+            frames.advance(n)
+        return frame
 
     def close(self) -> None:
         self.sock.close()
