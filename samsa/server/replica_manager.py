@@ -27,7 +27,7 @@ from samsa.controller.decisions import FollowerState, can_join_isr, new_high_wat
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.producer_state import Duplicate, ProducerStateManager, SequenceError
+from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
 from samsa.storage.errors import StorageError
 from samsa.storage.log import Log
 
