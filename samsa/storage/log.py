@@ -52,6 +52,7 @@ class Log:
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, log_end_offset: int,
                  log_start_offset: int, recovery_point: int, clock: Clock) -> None:
         self.dir = directory
+        self.name = directory.name
         self.config = config
         self._clock = clock
         self._segments = segments
@@ -79,10 +80,6 @@ class Log:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
-
-    @property
-    def name(self) -> str:
-        return self.dir.name
 
     @property
     def log_start_offset(self) -> int:
@@ -155,12 +152,12 @@ class Log:
         now = self._now_ms() if now_ms is None else now_ms
         check_append_sizes(self.name, buf, headers, self.config.segment_bytes, self.config.max_message_bytes)
         first = self._leo
-        assigned = assign_offsets(buf, headers, first, now, log_append_time, leader_epoch)
+        next_offset, max_ts, offset_of_max, batches = assign_offsets(buf, headers, first, now, log_append_time,
+                                                                     leader_epoch)
         if leader_epoch is not None and leader_epoch >= 0:
             self.leader_epochs.assign(leader_epoch, first)
-        self._write(buf, assigned.batches, assigned.next_offset, now)
-        return AppendResult(first, assigned.next_offset - 1, now if log_append_time else -1, assigned.max_timestamp,
-                            assigned.offset_of_max_timestamp)
+        self._write(buf, batches, next_offset, now)
+        return AppendResult(first, next_offset - 1, now if log_append_time else -1, max_ts, offset_of_max)
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
                            now_ms: int | None = None) -> AppendResult:
@@ -172,12 +169,12 @@ class Log:
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
         check_append_sizes(self.name, buf, headers, self.config.segment_bytes, None)
-        assigned, new_epochs = check_follower_offsets(self.name, headers, self._leo, self.leader_epochs.latest_epoch())
+        (next_offset, max_ts, offset_of_max, batches), new_epochs = check_follower_offsets(
+            self.name, headers, self._leo, self.leader_epochs.latest_epoch())
         for new_epoch, start in new_epochs:
             self.leader_epochs.assign(new_epoch, start)
-        self._write(buf, assigned.batches, assigned.next_offset, now)
-        return AppendResult(headers[0][1].base_offset, assigned.next_offset - 1, -1, assigned.max_timestamp,
-                            assigned.offset_of_max_timestamp)
+        self._write(buf, batches, next_offset, now)
+        return AppendResult(headers[0][1].base_offset, next_offset - 1, -1, max_ts, offset_of_max)
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]], next_offset: int,
                now: int) -> None:

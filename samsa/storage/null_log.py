@@ -67,6 +67,7 @@ class NullLog:
     def __init__(self, directory: Path, config: LogConfig, *, log_start_offset: int = 0, clock: Clock = time.time,
                  retain_bytes: int = 0) -> None:
         self.dir = directory  # never created
+        self.name = directory.name
         self.config = config
         self.retain_bytes = retain_bytes
         self._clock = clock
@@ -86,10 +87,6 @@ class NullLog:
         return cls(directory, config, log_start_offset=log_start_offset, clock=clock, retain_bytes=retain_bytes)
 
     # -- state ---------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self.dir.name
 
     @property
     def log_start_offset(self) -> int:
@@ -127,8 +124,7 @@ class NullLog:
         if leader_epoch is not None and leader_epoch >= 0:
             self.leader_epochs.assign(leader_epoch, first)
         self._retain(buf, assigned)
-        return AppendResult(first, assigned.next_offset - 1, now if log_append_time else -1, assigned.max_timestamp,
-                            assigned.offset_of_max_timestamp)
+        return AppendResult(first, assigned[0] - 1, now if log_append_time else -1, assigned[1], assigned[2])
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
                            now_ms: int | None = None) -> AppendResult:
@@ -138,17 +134,17 @@ class NullLog:
         for epoch, start in new_epochs:
             self.leader_epochs.assign(epoch, start)
         self._retain(buf, assigned)
-        return AppendResult(headers[0][1].base_offset, assigned.next_offset - 1, -1, assigned.max_timestamp,
-                            assigned.offset_of_max_timestamp)
+        return AppendResult(headers[0][1].base_offset, assigned[0] - 1, -1, assigned[1], assigned[2])
 
     def _retain(self, buf: bytes | bytearray | memoryview, assigned: AssignedBatches) -> None:
+        next_offset, max_ts, offset_of_max, batches = assigned
         data = MemorySlice(buf, _BASE_OFFSET.unpack_from(buf, 0)[0])
-        self._appends.append(_Append(data, assigned.batches, assigned.next_offset))
-        self._ends.append(assigned.next_offset)
+        self._appends.append(_Append(data, batches, next_offset))
+        self._ends.append(next_offset)
         self._retained_bytes += len(data)
-        self._leo = assigned.next_offset
-        if assigned.max_timestamp > self._max_ts:
-            self._max_ts, self._offset_of_max_ts = assigned.max_timestamp, assigned.offset_of_max_timestamp
+        self._leo = next_offset
+        if max_ts > self._max_ts:
+            self._max_ts, self._offset_of_max_ts = max_ts, offset_of_max
         while len(self._appends) - self._head > 1 and self._retained_bytes > self.retain_bytes:
             self._retained_bytes -= len(self._appends[self._head].data)
             self._head += 1

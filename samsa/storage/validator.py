@@ -119,13 +119,10 @@ def recompress(batch: _Records, h: BatchHeader, codec: int) -> bytearray:
 # -- at append time ------------------------------------------------------------------------
 
 
-class AssignedBatches(NamedTuple):
-    """An append's batches once their offsets are known."""
-
-    next_offset: int  # the log end offset after the append
-    max_timestamp: int  # -1 when no batch carries one
-    offset_of_max_timestamp: int  # last offset of the batch holding it
-    batches: list[tuple[int, int, int, int]]  # (position, last offset, max timestamp, size) each
+# What assign_offsets and check_follower_offsets find out, as a plain tuple (this runs on every
+# append): (next offset = the log end offset after the append, max timestamp (-1: none), last
+# offset of the batch holding it, [(position, last offset, max timestamp, size) per batch]).
+AssignedBatches = tuple[int, int, int, list[tuple[int, int, int, int]]]
 
 
 def check_append_sizes(name: str, buf: _Records, headers: Sequence[tuple[int, BatchHeader]], segment_bytes: int,
@@ -170,7 +167,7 @@ def assign_offsets(buf: bytearray | memoryview, headers: Sequence[tuple[int, Bat
             max_ts, offset_of_max = ts, last
         batches.append((pos, last, ts, size))
         offset = last + 1
-    return AssignedBatches(offset, max_ts, offset_of_max, batches)
+    return offset, max_ts, offset_of_max, batches
 
 
 def check_follower_offsets(name: str, headers: Sequence[tuple[int, BatchHeader]], log_end_offset: int,
@@ -194,4 +191,4 @@ def check_follower_offsets(name: str, headers: Sequence[tuple[int, BatchHeader]]
             new_epochs.append((epoch, h.base_offset))
         batches.append((pos, last, h.max_timestamp, h.size))
         expected = last + 1
-    return AssignedBatches(expected, max_ts, offset_of_max, batches), new_epochs
+    return (expected, max_ts, offset_of_max, batches), new_epochs
