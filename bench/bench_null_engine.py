@@ -99,7 +99,7 @@ class Broker:
         config.write_text(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{self.port}\nlog.dirs={workdir / 'data'}\n"
                           "num.partitions=1\nauto.create.topics.enable=true\n")
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.log = open(workdir / "broker.log", "wb")
+        self.log = open(workdir / "broker.log", "wb")  # noqa: SIM115  (the broker writes it until stop())
         self.proc = subprocess.Popen([sys.executable, __file__, "--serve", engine, str(config),
                                       "--retain-bytes", str(retain_bytes)],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)

@@ -11,9 +11,8 @@ meanwhile, REQUEST_TIMED_OUT at the request's timeout.
 
 from __future__ import annotations
 
-from typing import Any
-
 import time
+from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError

@@ -27,9 +27,9 @@ from samsa.controller.decisions import FollowerState, can_join_isr, new_high_wat
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
 from samsa.storage.errors import StorageError
 from samsa.storage.partition_log import PartitionLog
+from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
 
 
 def now_ms() -> int:

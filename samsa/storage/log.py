@@ -139,8 +139,9 @@ class Log:
 
     # -- append --------------------------------------------------------------------------
 
-    def append(self, buf: bytearray, headers: Sequence[tuple[int, BatchHeader]], *, now_ms: int | None = None,
-               log_append_time: bool = False, leader_epoch: int | None = None) -> AppendResult:
+    def append(self, buf: bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
+               now_ms: int | None = None, log_append_time: bool = False,
+               leader_epoch: int | None = None) -> AppendResult:
         """Leader append: assign offsets from the log end offset by rewriting each baseOffset.
 
         `headers` are the (position in buf, header) pairs of the validated batches, which must

@@ -49,7 +49,7 @@ _BASE_OFFSET = struct.Struct(">q")
 class _Append:
     """One retained append: its bytes (offsets set) and where each batch sits in them."""
 
-    __slots__ = ("data", "positions", "lasts", "sizes", "timestamps", "next_offset")
+    __slots__ = ("data", "lasts", "next_offset", "positions", "sizes", "timestamps")
 
     def __init__(self, data: MemorySlice, batches: list[tuple[int, int, int, int]], next_offset: int) -> None:
         self.data = data

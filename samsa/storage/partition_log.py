@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, Self, runtime_checkable
 
 from samsa.protocol.batch import BatchHeader
 from samsa.storage.config import LogConfig
@@ -52,7 +52,7 @@ class MemorySlice(bytes):
 
     first_batch_offset: int
 
-    def __new__(cls, data: _Buffer, first_batch_offset: int) -> MemorySlice:
+    def __new__(cls, data: _Buffer, first_batch_offset: int) -> Self:
         self = super().__new__(cls, data)
         self.first_batch_offset = first_batch_offset
         return self

@@ -321,7 +321,7 @@ def test_leader_epochs_follow_appends_truncation_and_follower_batches(lg: Partit
     epochs = lg.leader_epochs
     append(lg, batch(3), leader_epoch=1)
     append(lg, batch(2), leader_epoch=1)
-    first, _, stored = append(lg, batch(4), leader_epoch=3)
+    _, _, stored = append(lg, batch(4), leader_epoch=3)
     assert [(e.epoch, e.start_offset) for e in epochs.entries()] == [(1, 0), (3, 5)]
     assert batches_in(stored)[0].partition_leader_epoch == 3
     assert epochs.end_offset_for(1, lg.log_end_offset) == (1, 5)
@@ -411,7 +411,7 @@ def test_a_closed_log_refuses_work(lg: PartitionLog) -> None:
 
 def test_log_manager_opens_logs_through_its_factory(engine: Engine, tmp_path: Path) -> None:
     manager = LogManager([tmp_path / "logs"], CONFIG, _clock,
-                         log_factory=lambda d, c, **kw: engine.make(d, c))  # type: ignore[misc]
+                         log_factory=lambda d, c, **kw: engine.make(d, c))  # type: ignore[arg-type]
     manager.startup(broker_id=1)
     lg = manager.get_or_create_log("t", 0)
     assert manager.get_or_create_log("t", 0) is lg and lg.dir == tmp_path / "logs" / "t-0"

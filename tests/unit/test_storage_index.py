@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -100,7 +101,7 @@ def test_time_index_monotonic_lookup_and_reload(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("cls", "fmt"), [(OffsetIndex, ">ii"), (TimeIndex, ">qi")])
-def test_index_file_is_the_struct_layout_through_appends_truncation_and_reset(tmp_path: Path, cls: type,
+def test_index_file_is_the_struct_layout_through_appends_truncation_and_reset(tmp_path: Path, cls: Any,
                                                                              fmt: str) -> None:
     """Whatever the entry widths, the file is the entries packed big-endian back to back:
     written in pieces, reloaded lazily, cut by truncation and emptied by reset."""

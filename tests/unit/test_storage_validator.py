@@ -11,7 +11,7 @@ from samsa.protocol.records import build_batch, decode_records, scan_batches
 from samsa.storage.config import LogConfig
 from samsa.storage.validator import InvalidBatch, validate_produce_records
 
-RECORDS = [(b"k%d" % i, b"v" * 20, [], 1_700_000_000_000 + i) for i in range(5)]
+RECORDS: list[tuple[bytes, bytes, list[tuple[str, bytes | None]], int]] = [(b"k%d" % i, b"v" * 20, [], 1_700_000_000_000 + i) for i in range(5)]
 GOOD = build_batch(RECORDS, producer_id=7, producer_epoch=1, base_sequence=0)
 
 
