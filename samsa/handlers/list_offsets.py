@@ -54,11 +54,8 @@ def _one(broker: Any, topic: str, index: int, ts: int, current_epoch: int = -1) 
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         offset, found_ts = log.log_start_offset, -1
     elif ts == MAX_TIMESTAMP:
-        best = max(log.segments, key=lambda seg: seg.max_timestamp, default=None)
-        if best is None or best.max_timestamp < 0:
-            offset, found_ts = -1, -1
-        else:
-            offset, found_ts = best.offset_of_max_timestamp, best.max_timestamp
+        found = log.offset_for_max_timestamp()
+        offset, found_ts = found if found is not None else (-1, -1)
     elif ts < 0:
         return {"partition_index": index, "error_code": int(ErrorCode.INVALID_REQUEST),
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}

@@ -1,4 +1,4 @@
-"""Produce (0): validate each partition's RecordBatch header and CRC, then append it whole.
+"""Produce (0): validate each partition's RecordBatch (storage/validator.py), then append it whole.
 
 Kafka 4.0 accepts Produce v3+ only, where a partition's data is exactly one RecordBatch v2.
 Nothing is appended for a partition whose data fails any check; the others still go in.
@@ -11,17 +11,15 @@ meanwhile, REQUEST_TIMED_OUT at the request's timeout.
 
 from __future__ import annotations
 
-from typing import Any
-
 import time
+from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.protocol.batch import BatchHeader
-from samsa.protocol.records import InvalidRecords, build_batch, decode_records, scan_batches
 from samsa.server.network import NO_RESPONSE
 from samsa.server.replica_manager import wait_for_any
 from samsa.server.topics import validate_topic_name
+from samsa.storage.validator import InvalidBatch, validate_produce_records
 
 API_KEY = 0
 MIN_VERSION = 3
@@ -88,22 +86,6 @@ async def _await_replication(broker: Any, pending: list[tuple[Any, int, dict[str
 
 
 INTERNAL_OFFSETS_TOPIC = "__consumer_offsets"
-CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}  # "producer": keep as sent
-
-
-def recompress(batch: bytes | memoryview, h: BatchHeader, codec: int) -> bytearray:
-    """Re-encode a producer batch with the topic's codec (compression.type other than producer).
-
-    This is the one produce path that touches individual records, and only for topics that
-    ask for it, as Kafka does.
-    """
-    records = decode_records(batch, h)
-    return bytearray(build_batch(
-        [(r.key, r.value, r.headers, r.timestamp) for r in records],
-        compression=codec, producer_id=h.producer_id, producer_epoch=h.producer_epoch,
-        base_sequence=h.base_sequence, partition_leader_epoch=h.partition_leader_epoch,
-        transactional=h.is_transactional,
-    ))
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -129,34 +111,11 @@ def append_partition(broker: Any, topic: str, index: int, records: Any, acks: in
     if acks == -1 and len(partition.isr) < min_isr:
         return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                       f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
-    if records is None or len(records) == 0:
-        return _error(index, ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
-    max_bytes = partition.log.config.max_message_bytes
-    # The data must be exactly one batch (checked below), so its length is the batch's size:
-    # refuse an oversized one before spending a CRC on it.
-    if len(records) > max_bytes:
-        return _error(index, ErrorCode.MESSAGE_TOO_LARGE,
-                      f"batch of {len(records)} bytes exceeds max.message.bytes={max_bytes}")
     try:
-        headers = scan_batches(records, verify_crc=True, producer_batch=True)
-    except InvalidRecords as e:
-        return _error(index, ErrorCode(e.error_code), str(e))
-    if len(headers) != 1:
-        return _error(index, ErrorCode.INVALID_RECORD,
-                      f"Produce v3+ carries exactly one record batch per partition, got {len(headers)}")
-    h = headers[0][1]
-    if h.is_control:
-        return _error(index, ErrorCode.INVALID_RECORD, "clients may not write control batches")
-    log_append_time = partition.log.config.message_timestamp_type == "LogAppendTime"
-    target = CODECS.get(broker.topics[topic].compression_type)
-    if target is not None and target != h.compression:
-        try:
-            records = recompress(records, h, target)
-        except InvalidRecords as e:
-            return _error(index, ErrorCode(e.error_code), str(e))
-        headers = scan_batches(records, verify_crc=False)
-    buf = records if isinstance(records, (bytearray, memoryview)) else bytearray(records)
-    out = partition.append(buf, headers, log_append_time)
+        batch = validate_produce_records(records, partition.log.config, broker.topics[topic].compression_type)
+    except InvalidBatch as e:
+        return _error(index, e.code, str(e))
+    out = partition.append(batch.buf, batch.headers, batch.log_append_time)
     if out.error != ErrorCode.NONE:
         return _error(index, out.error, out.message)
     return {"index": index, "error_code": 0, "base_offset": out.base_offset,

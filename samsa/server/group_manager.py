@@ -267,7 +267,7 @@ class GroupManager:
         for index, shard in self.shards.items():
             partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
             total = self.appended.get(index, 0)
-            if partition is None or len(partition.log.segments) < 2 or total == 0:
+            if partition is None or partition.log.segment_count < 2 or total == 0:
                 continue
             live = shard.compact_view()
             if (total - len(live)) / total <= ratio:

@@ -1,6 +1,6 @@
 """The partitions this broker hosts: roles, append, the high watermark, waking waiters.
 
-A `Partition` owns its `Log`, its producer-state window (idempotence) and its role, taken from
+A `Partition` owns its log (a `PartitionLog`), its producer-state window (idempotence) and its role, taken from
 the partition's state in the metadata store (`apply_state`): leader, follower, or neither
 (offline, or fenced after this broker lost its ZooKeeper session).
 
@@ -27,9 +27,9 @@ from samsa.controller.decisions import FollowerState, can_join_isr, new_high_wat
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.producer_state import Duplicate, ProducerStateManager, SequenceError
 from samsa.storage.errors import StorageError
-from samsa.storage.log import Log
+from samsa.storage.partition_log import PartitionLog
+from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
 
 
 def now_ms() -> int:
@@ -56,7 +56,7 @@ class AppendOutcome:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, node_id: int = 0) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, node_id: int = 0) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -95,18 +95,8 @@ class Partition:
         batch a retrying producer can still resend (its window is five batches), so reading
         their headers after a restart is enough. Returns the number of batches read.
         """
-        seg = self.log.segments[-1]
-        if seg.size == 0:
-            return 0
-        target = max(0, seg.size - tail_bytes)
-        start = 0
-        for _, position in seg.offset_index.entries():
-            if position > target:
-                break
-            start = position
         n = 0
-        for b in seg.iter_batches(start):
-            h = seg.read_header(b.position)
+        for h in self.log.tail_batch_headers(tail_bytes):
             if h.producer_id >= 0:
                 self.producers.record(h, h.base_offset)
             n += 1

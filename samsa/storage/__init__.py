@@ -1,4 +1,5 @@
-"""Storage: partition logs on disk in Kafka's layout (segments, indexes, checkpoints, recovery)."""
+"""Storage: partition logs on disk in Kafka's layout (segments, indexes, checkpoints, recovery),
+behind the PartitionLog protocol (partition_log.py), with a null engine for benchmarks."""
 
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import (
@@ -11,8 +12,9 @@ from samsa.storage.errors import (
     StorageError,
     UnexpectedAppendOffset,
 )
-from samsa.storage.log import AppendResult, FileSlice, Log
+from samsa.storage.log import Log
 from samsa.storage.log_manager import LogManager, parse_topic_partition
+from samsa.storage.partition_log import AppendResult, FileSlice, LogSlice, MemorySlice, PartitionLog
 
 __all__ = [
     "AppendResult",
@@ -23,7 +25,10 @@ __all__ = [
     "Log",
     "LogConfig",
     "LogManager",
+    "LogSlice",
+    "MemorySlice",
     "OffsetOutOfRange",
+    "PartitionLog",
     "RecordBatchTooLarge",
     "RecordTooLarge",
     "StorageError",

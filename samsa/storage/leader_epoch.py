@@ -23,7 +23,8 @@ Every change is written to the partition directory's `leader-epoch-checkpoint` a
 (atomic replace plus fsyncs, checkpoints.py) before the data it describes is appended, and
 nothing is written when a call changes nothing. A missing or unreadable checkpoint leaves
 the cache empty with `needs_rebuild` set: the Log then rebuilds it from the batch headers
-(`epoch_starts` walks them cheaply) and the log end offset.
+(`epoch_starts` walks them cheaply) and the log end offset. A cache made with no path (the
+null engine's, null_log.py) lives in memory only.
 """
 
 from __future__ import annotations
@@ -49,22 +50,24 @@ _EPOCH_PREFIX = struct.Struct(">qii")
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None, name: str | None = None) -> None:
         self.path = path
+        self.name = name if name is not None else (path.parent.name if path is not None else "")
         self._entries: list[EpochEntry] = []
         self.needs_rebuild = False  # the checkpoint was missing or unreadable (until written again)
-        self._load()
+        if path is not None:
+            self._load(path)
 
-    def _load(self) -> None:
-        if not self.path.exists():
+    def _load(self, path: Path) -> None:
+        if not path.exists():
             self.needs_rebuild = True
             return
         try:
-            for entry in read_leader_epochs(self.path):
+            for entry in read_leader_epochs(path):
                 _check_entry(entry)
                 self._assign(entry)
         except (CorruptCheckpoint, ValueError) as e:
-            log.warning("Ignoring leader epoch checkpoint %s (rebuilding it from the log): %s", self.path, e)
+            log.warning("Ignoring leader epoch checkpoint %s (rebuilding it from the log): %s", path, e)
             self._entries = []
             self.needs_rebuild = True
 
@@ -121,7 +124,7 @@ class LeaderEpochCache:
         if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
             return False
         removed = self._remove_from_end(lambda e: e.start_offset >= end_offset)
-        log.debug("%s: removed leader epochs %s at truncation to %d", self.path.parent.name, removed, end_offset)
+        log.debug("%s: removed leader epochs %s at truncation to %d", self.name, removed, end_offset)
         self._persist()
         return True
 
@@ -155,7 +158,7 @@ class LeaderEpochCache:
         if len(removed) > 1 or (removed and removed[0].start_offset != entry.start_offset):
             # Removing an entry that starts where the new one does is routine (no data was written in it).
             log.warning("%s: new leader epoch entry %s removed conflicting entries %s",
-                        self.path.parent.name, entry, removed)
+                        self.name, entry, removed)
         self._entries.append(entry)
 
     def _remove_from_end(self, doomed: Callable[[EpochEntry], bool]) -> list[EpochEntry]:
@@ -166,11 +169,12 @@ class LeaderEpochCache:
         return removed
 
     def _persist(self) -> None:
-        write_leader_epochs(self.path, self._entries)
+        if self.path is not None:
+            write_leader_epochs(self.path, self._entries)
         self.needs_rebuild = False  # the file now says what the cache holds
 
     def __repr__(self) -> str:
-        return f"LeaderEpochCache({self.path}, {self._entries})"
+        return f"LeaderEpochCache({self.path or self.name}, {self._entries})"
 
 
 def epoch_starts(fd: int, start: int, end: int) -> Iterator[tuple[int, int]]:

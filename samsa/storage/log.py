@@ -18,7 +18,8 @@ cut back to the log's range, and rebuilt from the batch headers if its file was 
 unreadable.
 
 On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py); loading and
-recovery live in loader.py.
+recovery live in loader.py, the batch checks and offset assignment in validator.py. `Log` is
+the on-disk engine behind the PartitionLog protocol (partition_log.py).
 """
 
 from __future__ import annotations
@@ -31,54 +32,27 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
-from samsa.protocol.batch import (
-    LOG_OVERHEAD,
-    BatchHeader,
-    set_base_offset,
-    set_log_append_time,
-    set_partition_leader_epoch,
-)
+from samsa.protocol.batch import BatchHeader
 from samsa.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
 from samsa.storage.config import LogConfig
-from samsa.storage.errors import (
-    OffsetOutOfRange,
-    RecordBatchTooLarge,
-    RecordTooLarge,
-    StorageError,
-    UnexpectedAppendOffset,
-)
+from samsa.storage.errors import OffsetOutOfRange, StorageError
 from samsa.storage.leader_epoch import LeaderEpochCache, epoch_starts
 from samsa.storage.loader import load_log, new_segment
+from samsa.storage.partition_log import AppendResult, Clock, FileSlice, read_bytes
 from samsa.storage.segment import INT32_MAX, LogSegment
+from samsa.storage.validator import assign_offsets, check_append_sizes, check_follower_offsets
 
 log = logging.getLogger("samsa.storage")
 
-Clock = Callable[[], float]
-
-
-class FileSlice(NamedTuple):
-    """A byte range of a segment file: sendfile(fd, position, size). size may be 0."""
-
-    fd: int
-    position: int
-    size: int
-    first_batch_offset: int
-
-
-class AppendResult(NamedTuple):
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 unless LogAppendTime
-    max_timestamp: int  # -1 when no batch carries a timestamp
-    offset_of_max_timestamp: int  # last offset of the batch holding max_timestamp ("shallow")
+__all__ = ["AppendResult", "Clock", "FileSlice", "Log"]
 
 
 class Log:
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, log_end_offset: int,
                  log_start_offset: int, recovery_point: int, clock: Clock) -> None:
         self.dir = directory
+        self.name = directory.name
         self.config = config
         self._clock = clock
         self._segments = segments
@@ -108,10 +82,6 @@ class Log:
         return int(self._clock() * 1000)
 
     @property
-    def name(self) -> str:
-        return self.dir.name
-
-    @property
     def log_start_offset(self) -> int:
         return self._lso
 
@@ -134,6 +104,10 @@ class Log:
     @property
     def segments(self) -> tuple[LogSegment, ...]:
         return tuple(self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
 
     @property
     def active_segment(self) -> LogSegment:
@@ -165,8 +139,9 @@ class Log:
 
     # -- append --------------------------------------------------------------------------
 
-    def append(self, buf: bytearray, headers: Sequence[tuple[int, BatchHeader]], *, now_ms: int | None = None,
-               log_append_time: bool = False, leader_epoch: int | None = None) -> AppendResult:
+    def append(self, buf: bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
+               now_ms: int | None = None, log_append_time: bool = False,
+               leader_epoch: int | None = None) -> AppendResult:
         """Leader append: assign offsets from the log end offset by rewriting each baseOffset.
 
         `headers` are the (position in buf, header) pairs of the validated batches, which must
@@ -176,29 +151,14 @@ class Log:
         """
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
-        self._check_sizes(buf, headers, self.config.max_message_bytes)
-        first = offset = self._leo
-        max_ts, offset_of_max = -1, -1
-        batches: list[tuple[int, int, int, int]] = []
-        for pos, h in headers:
-            size = LOG_OVERHEAD + h.batch_length
-            set_base_offset(buf, pos, offset)
-            if leader_epoch is not None:
-                set_partition_leader_epoch(buf, pos, leader_epoch)
-            if log_append_time:
-                set_log_append_time(buf, pos, size, now)
-                ts = now
-            else:
-                ts = h.max_timestamp
-            last = offset + h.last_offset_delta
-            if ts > max_ts:
-                max_ts, offset_of_max = ts, last
-            batches.append((pos, last, ts, size))
-            offset = last + 1
+        check_append_sizes(self.name, buf, headers, self.config.segment_bytes, self.config.max_message_bytes)
+        first = self._leo
+        next_offset, max_ts, offset_of_max, batches = assign_offsets(buf, headers, first, now, log_append_time,
+                                                                     leader_epoch)
         if leader_epoch is not None and leader_epoch >= 0:
             self.leader_epochs.assign(leader_epoch, first)
-        self._write(buf, batches, offset, now)
-        return AppendResult(first, offset - 1, now if log_append_time else -1, max_ts, offset_of_max)
+        self._write(buf, batches, next_offset, now)
+        return AppendResult(first, next_offset - 1, now if log_append_time else -1, max_ts, offset_of_max)
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
                            now_ms: int | None = None) -> AppendResult:
@@ -209,47 +169,13 @@ class Log:
         """
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
-        self._check_sizes(buf, headers, None)
-        expected = self._leo
-        max_ts, offset_of_max = -1, -1
-        batches: list[tuple[int, int, int, int]] = []
-        epoch = self.leader_epochs.latest_epoch()
-        new_epochs: list[tuple[int, int]] = []
-        for pos, h in headers:
-            if (h.base_offset != expected) if not batches else (h.base_offset < expected):
-                raise UnexpectedAppendOffset(
-                    f"{self.name}: batch at offset {h.base_offset} does not follow offset {expected - 1}")
-            last = h.last_offset
-            if h.max_timestamp > max_ts:
-                max_ts, offset_of_max = h.max_timestamp, last
-            if h.partition_leader_epoch != epoch and h.partition_leader_epoch >= 0:
-                epoch = h.partition_leader_epoch
-                new_epochs.append((epoch, h.base_offset))
-            batches.append((pos, last, h.max_timestamp, h.size))
-            expected = last + 1
+        check_append_sizes(self.name, buf, headers, self.config.segment_bytes, None)
+        (next_offset, max_ts, offset_of_max, batches), new_epochs = check_follower_offsets(
+            self.name, headers, self._leo, self.leader_epochs.latest_epoch())
         for new_epoch, start in new_epochs:
             self.leader_epochs.assign(new_epoch, start)
-        self._write(buf, batches, expected, now)
-        return AppendResult(headers[0][1].base_offset, expected - 1, -1, max_ts, offset_of_max)
-
-    def _check_sizes(self, buf: bytes | bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]],
-                     max_message_bytes: int | None) -> None:
-        if not headers:
-            raise ValueError("append of no batches")
-        if len(buf) > self.config.segment_bytes:
-            raise RecordBatchTooLarge(
-                f"{self.name}: append of {len(buf)} bytes exceeds segment.bytes {self.config.segment_bytes}")
-        expected = 0
-        for pos, h in headers:
-            size = LOG_OVERHEAD + h.batch_length
-            if pos != expected:
-                raise ValueError(f"batches must cover the buffer back to back (batch at {pos}, expected {expected})")
-            if max_message_bytes is not None and size > max_message_bytes:
-                raise RecordTooLarge(
-                    f"{self.name}: batch of {size} bytes exceeds max.message.bytes {max_message_bytes}")
-            expected = pos + size
-        if expected != len(buf):
-            raise ValueError(f"batches cover {expected} of {len(buf)} bytes")
+        self._write(buf, batches, next_offset, now)
+        return AppendResult(headers[0][1].base_offset, next_offset - 1, -1, max_ts, offset_of_max)
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]], next_offset: int,
                now: int) -> None:
@@ -257,14 +183,17 @@ class Log:
         cfg = self.config
         if seg.size > 0 and (seg.size + len(buf) > cfg.segment_bytes or now - seg.created_ms > cfg.segment_ms
                              or seg.index_full or next_offset - 1 - seg.base_offset > INT32_MAX):
-            seg = self.roll(now)
+            seg = self._roll(now)
         seg.append(buf, batches)
         self._leo = next_offset
         if self._leo - self._recovery_point >= cfg.flush_messages:
             self.flush()
 
-    def roll(self, now_ms: int | None = None) -> LogSegment:
+    def roll(self, now_ms: int | None = None) -> None:
         """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self._roll(now_ms)
+
+    def _roll(self, now_ms: int | None = None) -> LogSegment:
         self._check_open()
         active = self._segments[-1]
         if active.size == 0:
@@ -318,17 +247,7 @@ class Log:
             size = batch.size if min_one_batch else 0
         return FileSlice(seg.fd, batch.position, size, batch.base_offset)
 
-    @staticmethod
-    def read_bytes(file_slice: FileSlice) -> bytes:
-        """The slice's bytes (for TLS listeners and tests)."""
-        fd, position, size, _ = file_slice
-        data = os.pread(fd, size, position)
-        while len(data) < size:
-            more = os.pread(fd, size - len(data), position + len(data))
-            if not more:
-                break
-            data += more
-        return data
+    read_bytes = staticmethod(read_bytes)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= `timestamp`, or None.
@@ -343,6 +262,27 @@ class Log:
                 if found is not None:
                     return found
         return None
+
+    def offset_for_max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the largest batch max timestamp: the last offset of the
+        (first) batch holding it, from the segments' tail state, no read. None when no batch
+        carries a timestamp."""
+        self._check_open()
+        best = max(self._segments, key=lambda seg: seg.max_timestamp)
+        if best.max_timestamp < 0:
+            return None
+        return best.offset_of_max_timestamp, best.max_timestamp
+
+    def tail_batch_headers(self, max_bytes: int) -> Iterator[BatchHeader]:
+        """Headers of the active segment's batches from the last index entry at or before its
+        last `max_bytes` bytes (so about `max_bytes`, never more than the segment)."""
+        self._check_open()
+        seg = self._segments[-1]
+        if seg.size == 0:
+            return
+        start = seg.offset_index.position_at_or_before(max(0, seg.size - max_bytes))
+        for b in seg.iter_batches(start):
+            yield seg.read_header(b.position)
 
     # -- retention, deletion, truncation ---------------------------------------------------
 
@@ -409,7 +349,7 @@ class Log:
         if not doomed:
             return 0
         if len(doomed) == n:
-            self.roll(now)
+            self._roll(now)
         self._remove_segments(doomed, now, reason)
         if self._bases[0] > self._lso:
             self._lso = self._bases[0]

@@ -13,6 +13,10 @@ On disk, per log dir (Kafka's names):
 Startup reads the checkpoints and the marker, loads every partition directory (rescanning
 unflushed segments only after an unclean stop) and removes the marker. Shutdown flushes and
 closes every log, writes the checkpoints, then the marker.
+
+Logs are opened through a `log_factory` (partition_log.py's LogFactory): `Log.open` always,
+except in benchmarks that hand it `NullLog.open` to take the disk out of the measurement
+(bench/bench_null_engine.py). There is no broker config key for that on purpose.
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from samsa.storage.checkpoints import (
 )
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import CorruptCheckpoint, InconsistentMetadata, StorageError
-from samsa.storage.log import Clock, Log
+from samsa.storage.log import Log
+from samsa.storage.partition_log import Clock, LogFactory, PartitionLog
 
 log = logging.getLogger("samsa.storage")
 
@@ -58,7 +63,8 @@ def is_legal_topic(topic: str) -> bool:
 
 class LogManager:
     def __init__(self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock = time.time, *,
-                 broker_id: int | None = None, cluster_id: str | None = None) -> None:
+                 broker_id: int | None = None, cluster_id: str | None = None,
+                 log_factory: LogFactory = Log.open) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -66,8 +72,9 @@ class LogManager:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self._clock = clock
-        self._logs: dict[TopicPartition, Log] = {}
-        self._deleted: list[tuple[int, Log]] = []  # (close fds after, log) of deleted logs
+        self._log_factory = log_factory
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -130,23 +137,23 @@ class LogManager:
             if tp in self._logs:
                 raise StorageError(
                     f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
-            self._logs[tp] = Log.open(Path(entry.path), topic_configs.get(tp[0], self.default_config),
-                                      recovery_point=recovery_points.get(tp, 0),
-                                      log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
-                                      clock=self._clock)
+            self._logs[tp] = self._log_factory(Path(entry.path), topic_configs.get(tp[0], self.default_config),
+                                                recovery_point=recovery_points.get(tp, 0),
+                                                log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
+                                                clock=self._clock)
         if not clean and self._logs:
             log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
         marker.unlink(missing_ok=True)
 
     # -- logs ----------------------------------------------------------------------------
 
-    def get_log(self, tp: TopicPartition) -> Log | None:
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
         return self._logs.get(tp)
 
-    def logs(self) -> dict[TopicPartition, Log]:
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._logs)
 
-    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         """The partition's log, created empty in the least loaded log dir if absent."""
         existing = self._logs.get((topic, partition))
         if existing is not None:
@@ -158,7 +165,7 @@ class LogManager:
             if lg.dir.parent in counts:
                 counts[lg.dir.parent] += 1
         parent = min(self.log_dirs, key=lambda d: counts[d])
-        new = Log.open(parent / f"{topic}-{partition}", config or self.default_config, clock=self._clock)
+        new = self._log_factory(parent / f"{topic}-{partition}", config or self.default_config, clock=self._clock)
         _fsync_dir(parent)
         self._logs[(topic, partition)] = new
         log.debug("Created log %s-%d in %s", topic, partition, parent)

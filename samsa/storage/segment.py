@@ -32,8 +32,9 @@ from samsa.protocol.batch import (
     BatchHeader,
 )
 from samsa.storage.errors import CorruptIndex
+from samsa.storage.index import pwrite_all
 from samsa.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
-from samsa.storage.offset_index import OffsetIndex, _pwrite_all
+from samsa.storage.offset_index import OffsetIndex
 from samsa.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from samsa.storage.time_index import TimeIndex
 
@@ -166,7 +167,7 @@ class LogSegment:
         """
         start = self.size
         try:
-            _pwrite_all(self.fd, memoryview(buf), start)
+            pwrite_all(self.fd, memoryview(buf), start)
         except OSError:
             os.ftruncate(self.fd, start)
             raise

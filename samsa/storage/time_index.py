@@ -12,80 +12,44 @@ being active (roll, clean close), so the last entry holds the segment's largest 
 
 Lookup: the largest entry with timestamp <= target; reading from its offset and scanning batch
 headers finds the first batch whose max timestamp >= target. Entries live in memory (native
-arrays) and are written like the offset index's, lazily loaded for existing files.
+arrays), are written like the offset index's and loaded lazily for existing files: that part
+is index.py's (Kafka's AbstractIndex); this file holds the entry format, the lookup and the
+append rule.
 """
 
 from __future__ import annotations
 
-import struct
-import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
 
 from samsa.storage.errors import CorruptIndex
-from samsa.storage.offset_index import IndexFile
-
-ENTRY_SIZE = 12
-_ENTRY = struct.Struct(">qi")
-_SWAP = sys.byteorder == "little"
+from samsa.storage.index import AbstractIndex
 
 
-class TimeIndex(IndexFile):
-    ENTRY = ENTRY_SIZE
+class TimeIndex(AbstractIndex):
+    COLUMNS = ("q", "i")  # timestamp, relativeOffset
+    OFFSET_COLUMN = 1
+
+    _timestamps: array[int]
+    _offsets: array[int]  # relative
 
     def __init__(self, path: Path, base_offset: int, max_entries: int, *, exists: bool = False) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self._timestamps = array("q")
-        self._offsets = array("i")  # relative
-        self._written = 0
-        self._file_entries = 0
-        self._loaded = not exists
-        self._synced = True
-        self._last: tuple[int, int] = (-1, base_offset)
-        if exists:
-            size = path.stat().st_size
-            if size % ENTRY_SIZE:
-                raise CorruptIndex(f"{path}: size {size} is not a multiple of {ENTRY_SIZE}")
-            self._file_entries = self._written = size // ENTRY_SIZE
-            if self._file_entries:
-                with open(path, "rb") as f:
-                    f.seek(size - ENTRY_SIZE)
-                    ts, rel = _ENTRY.unpack(f.read(ENTRY_SIZE))
-                self._last = (ts, base_offset + rel)
+        self._last: tuple[int, int] = (-1, base_offset)  # (timestamp, absolute offset), kept without loading
+        super().__init__(path, base_offset, max_entries, exists=exists)
+        raw = self._last_in_file() if exists else None
+        if raw is not None:
+            self._last = (raw[0], base_offset + raw[1])
 
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        data = self.path.read_bytes()[: self._file_entries * ENTRY_SIZE]
-        n = len(data) // ENTRY_SIZE
-        ts = array("q")
-        offs = array("i")
-        if n:
-            # Split the interleaved 8-byte and 4-byte columns with strided slices (no per-entry loop).
-            ts_bytes = bytearray(8 * n)
-            off_bytes = bytearray(4 * n)
-            for k in range(8):
-                ts_bytes[k::8] = data[k::ENTRY_SIZE]
-            for k in range(4):
-                off_bytes[k::4] = data[8 + k :: ENTRY_SIZE]
-            ts.frombytes(ts_bytes)
-            offs.frombytes(off_bytes)
-            if _SWAP:
-                ts.byteswap()
-                offs.byteswap()
-        self._timestamps, self._offsets = ts, offs
-        self._file_entries = self._written = n
-        self._loaded = True
+    def _set_columns(self, columns: tuple[array[int], ...]) -> None:
+        self._columns = columns
+        self._timestamps, self._offsets = columns
 
-    def __len__(self) -> int:
-        return len(self._offsets) if self._loaded else self._file_entries
-
-    @property
-    def is_full(self) -> bool:
-        return len(self) >= self.max_entries
+    def _truncated(self) -> None:
+        if self._offsets:
+            self._last = (self._timestamps[-1], self.base_offset + self._offsets[-1])
+        else:
+            self._last = (-1, self.base_offset)
 
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, absolute offset) of the last entry, or (-1, base_offset) when empty."""
@@ -98,10 +62,6 @@ class TimeIndex(IndexFile):
         if i < 0:
             return -1, self.base_offset
         return self._timestamps[i], self.base_offset + self._offsets[i]
-
-    def entries(self) -> list[tuple[int, int]]:
-        self._load()
-        return [(t, self.base_offset + o) for t, o in zip(self._timestamps, self._offsets, strict=True)]
 
     def sanity_check(self) -> None:
         ts, offset = self._last
@@ -122,37 +82,5 @@ class TimeIndex(IndexFile):
         self._last = (timestamp, offset)
         return True
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry whose offset is >= `offset`."""
-        self._load()
-        keep = bisect_right(self._offsets, offset - self.base_offset - 1)
-        if keep < len(self._offsets):
-            del self._offsets[keep:]
-            del self._timestamps[keep:]
-            self._written = min(self._written, keep)
-            if keep:
-                self._last = (self._timestamps[-1], self.base_offset + self._offsets[-1])
-            else:
-                self._last = (-1, self.base_offset)
 
-    def reset(self) -> None:
-        self._timestamps = array("q")
-        self._offsets = array("i")
-        self._loaded = True
-        self._written = 0
-        self._last = (-1, self.base_offset)
-
-    def _unwritten(self) -> memoryview:
-        """The entries not yet in the file, in the file's byte layout."""
-        ts = self._timestamps[self._written :]
-        offs = self._offsets[self._written :]
-        if _SWAP:
-            ts.byteswap()
-            offs.byteswap()
-        ts_bytes, off_bytes = ts.tobytes(), offs.tobytes()
-        out = bytearray(ENTRY_SIZE * len(offs))
-        for k in range(8):
-            out[k::ENTRY_SIZE] = ts_bytes[k::8]
-        for k in range(4):
-            out[8 + k :: ENTRY_SIZE] = off_bytes[k::4]
-        return memoryview(out)
+ENTRY_SIZE = TimeIndex.ENTRY  # 12

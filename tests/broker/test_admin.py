@@ -53,6 +53,22 @@ def test_delete_records_moves_log_start(broker: BrokerProcess, topic_name: str) 
     assert next(iter(earliest.values())).result(10).offset == 4
 
 
+def test_list_offsets_max_timestamp(broker: BrokerProcess, topic_name: str) -> None:
+    """ListOffsets MAX_TIMESTAMP (KIP-734): the offset of the record with the largest timestamp
+    (the last offset of its batch: Samsa's answer is per batch, as Kafka's is)."""
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    tp = TopicPartition(topic_name, 0)
+    empty = a.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+    assert empty.offset == -1
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i, ts in enumerate([1_700_000_001_000, 1_700_000_009_000, 1_700_000_005_000]):
+        p.produce(topic_name, b"%d" % i, partition=0, timestamp=ts)
+        assert p.flush(10) == 0  # one batch per record
+    found = a.list_offsets({tp: OffsetSpec.max_timestamp()})[tp].result(10)
+    assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
+
+
 def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, topic_name: str) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"})])[topic_name].result(10)

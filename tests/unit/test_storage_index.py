@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,50 @@ def test_time_index_monotonic_lookup_and_reload(tmp_path: Path) -> None:
     path.write_bytes(b"\x00" * 13)
     with pytest.raises(CorruptIndex):
         TimeIndex(path, 10, 3, exists=True)
+
+
+# ----------------------------------------------------------------------------- shared base (index.py)
+
+
+@pytest.mark.parametrize(("cls", "fmt"), [(OffsetIndex, ">ii"), (TimeIndex, ">qi")])
+def test_index_file_is_the_struct_layout_through_appends_truncation_and_reset(tmp_path: Path, cls: Any,
+                                                                             fmt: str) -> None:
+    """Whatever the entry widths, the file is the entries packed big-endian back to back:
+    written in pieces, reloaded lazily, cut by truncation and emptied by reset."""
+    path = tmp_path / "idx"
+    idx = cls(path, 1000, max_entries=1000)
+    assert cls.ENTRY == struct.calcsize(fmt)
+
+    def add(i: int) -> None:  # offsets 1000 + 2i, positions/timestamps growing, some past int32
+        if cls is OffsetIndex:
+            assert idx.append(1000 + 2 * i, 100 * i + 7)
+        else:
+            assert idx.maybe_append((1 << 33) + 5 * i, 1000 + 2 * i)
+
+    def want(n: int) -> bytes:
+        if cls is OffsetIndex:
+            return b"".join(struct.pack(fmt, 2 * i, 100 * i + 7) for i in range(1, n + 1))
+        return b"".join(struct.pack(fmt, (1 << 33) + 5 * i, 2 * i) for i in range(1, n + 1))
+
+    for i in range(1, 6):
+        add(i)
+    idx.write()
+    assert path.read_bytes() == want(5)
+    for i in range(6, 11):
+        add(i)
+    assert idx.dirty
+    idx.write(fsync=True)
+    assert path.read_bytes() == want(10) and not idx.dirty and idx.synced
+    again = cls(path, 1000, max_entries=1000, exists=True)
+    assert len(again) == 10 and not again.dirty  # counted from the file size, not loaded
+    assert again.entries() == idx.entries()  # loads on first use
+    again.truncate_to(1000 + 2 * 7)  # keeps entries 1..6
+    again.write()
+    assert path.read_bytes() == want(6)
+    again.reset()
+    assert len(again) == 0 and again.dirty
+    again.write()
+    assert path.read_bytes() == b""
 
 
 # ----------------------------------------------------------------------------- checkpoints

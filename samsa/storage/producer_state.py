@@ -1,8 +1,13 @@
-"""Idempotent-producer bookkeeping for one partition, from batch headers only.
+"""Producer state: idempotent-producer bookkeeping for one partition, from batch headers only.
+
+Kafka's ProducerStateManager unit. On disk: nothing. Kafka writes `<offset>.snapshot` files
+beside the segments; Samsa rebuilds the state after a restart or a truncation from the batch
+headers of the log's tail (`Partition.load_producer_state`), which is enough for the window
+below: a producer only ever retries its last five batches.
 
 For each producer id the partition remembers its epoch and the last few batches it appended
-(first sequence, last sequence, first offset, last offset), as Kafka's ProducerStateManager
-does with its five-batch window. A new batch from that producer is:
+(first sequence, last sequence, first offset, last offset), with Kafka's five-batch window.
+A new batch from that producer is:
 
 * a duplicate of a remembered batch (same sequence range): answered with the original offsets,
   not appended again -- this is what makes a retried produce safe;
