@@ -111,6 +111,10 @@ class EmbeddedStore:
     def disconnected_for(self) -> float:
         return 0.0
 
+    @property
+    def session_timeout(self) -> float:
+        return float("inf")
+
     async def get(self, path: str) -> Node | None:
         self._check_open()
         return self._nodes.get(path)

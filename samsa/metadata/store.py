@@ -130,6 +130,9 @@ class MetadataStore(Protocol):
                              on_reconnected: Callable[[bool], Any] | None = None,
                              on_suspended: Callable[[], Any] | None = None) -> None: ...
     def disconnected_for(self) -> float: ...
+
+    @property
+    def session_timeout(self) -> float: ...  # seconds; what the server granted
     async def close(self) -> None: ...
 
 

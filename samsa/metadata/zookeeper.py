@@ -262,6 +262,7 @@ class ZooKeeperStore:
         self._lost_since_connected = False
         self._disconnected_at: float | None = None
         self._closed = False
+        self.negotiated_timeout_ms = session_timeout_ms
         client.add_listener(self._on_state)
 
     @classmethod
@@ -275,6 +276,7 @@ class ZooKeeperStore:
         # would keep a broker away long after ZooKeeper is back).
         retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
         zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        _record_negotiated_timeout(zk)
         try:
             await loop.run_in_executor(None, lambda: zk.start(timeout=conn_timeout))
         except KazooTimeoutError:
@@ -285,6 +287,7 @@ class ZooKeeperStore:
             await loop.run_in_executor(None, _stop_quietly, zk)
             raise StoreError(f"could not connect to ZooKeeper at {hosts}: {e}") from None
         store = cls(zk, hosts, chroot, session_timeout_ms, loop)
+        store._note_negotiated(getattr(zk._connection, "_samsa_negotiated_ms", None))
         if chroot:
             try:
                 await store._ensure_path(chroot)
@@ -336,6 +339,17 @@ class ZooKeeperStore:
     @property
     def connected(self) -> bool:
         return not self._closed and self._zk.connected
+
+    def _note_negotiated(self, ms: float | None) -> None:
+        if ms:
+            self.negotiated_timeout_ms = int(ms)
+
+    @property
+    def session_timeout(self) -> float:
+        """The session timeout ZooKeeper granted, in seconds (a server bounds what a client
+        asks for between 2 and 20 of its ticks)."""
+        ms = getattr(self._zk._connection, "_samsa_negotiated_ms", None) or self.negotiated_timeout_ms
+        return float(ms) / 1000
 
     @property
     def session_id(self) -> int:
@@ -535,6 +549,28 @@ class ZooKeeperStore:
         for w in list(self._watches):
             w.cancel()
         await self._loop.run_in_executor(None, _stop_quietly, self._zk)
+
+
+def _record_negotiated_timeout(zk: KazooClient) -> None:
+    """Keep the session timeout each connection negotiates on kazoo's connection object.
+
+    kazoo uses it (its read timeout is two thirds of it) but does not keep it; a broker needs
+    it to know when its session may have expired. Wraps kazoo's `_connect`, which returns
+    (read timeout, connect timeout); if kazoo changes, the configured timeout is used."""
+    conn = getattr(zk, "_connection", None)
+    original = getattr(conn, "_connect", None)
+    if conn is None or original is None:
+        return
+
+    def connect(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        try:
+            conn._samsa_negotiated_ms = float(result[0]) * 1.5  # read timeout = 2/3 of the session
+        except (TypeError, ValueError, IndexError):
+            pass
+        return result
+
+    conn._connect = connect
 
 
 def _stop_quietly(zk: KazooClient) -> None:

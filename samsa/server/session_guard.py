@@ -13,7 +13,8 @@ How it works (the rules are the pure functions of `controller/session.py`):
   whose other in-sync replicas stopped fetching from it (see `must_fence`). While ZooKeeper
   is down for every broker, nobody can be elected and the followers go on fetching, so the
   leaders go on leading.
-- **Session lost**: it stops acting as controller, leader and follower at once.
+- **Session lost**: it stops acting as controller at once, and as leader as above (a new
+  controller may move leaders now; the followers tell: they stop fetching from it).
 - **Back** (CONNECTED): on a new session it registers again; then it reads every partition
   state afresh and takes the role the controller wrote, which ends any fencing.
 """
@@ -47,7 +48,7 @@ class SessionGuard:
     def __init__(self, broker: "Broker") -> None:
         self.broker = broker
         self.session_timeout_ms = int(broker.config.get("zookeeper.session.timeout.ms"))
-        self.deadline_s = fence_deadline_s(self.session_timeout_ms)
+        self.deadline_s = fence_deadline_s(self.session_timeout_ms)  # until the store says what was granted
         self.attest_s = attest_window_s(int(broker.config.get("replica.fetch.wait.max.ms")))
         self.fenced_for_disconnection = False
         self._lock = asyncio.Lock()
@@ -145,13 +146,10 @@ class SessionGuard:
 
     def on_session_lost(self) -> None:
         b = self.broker
-        log.warning("ZooKeeper session expired: this broker stops leading and following until it is back")
+        log.warning("ZooKeeper session expired: this broker stops acting as controller, and as leader of what "
+                    "other replicas may lead now, until it is registered again")
         b.controller.resign()
-        for part in list(b.replicas.partitions.values()):
-            b.fetchers.unfollow(part)
-            part.fence()
-            if part.topic == OFFSETS_TOPIC:
-                b.groups.on_role(part)
+        self.fence_if_cut_off(float("inf"))
 
     def on_reconnected(self, new_session: bool) -> None:
         if self.broker.closing:
@@ -170,16 +168,8 @@ class SessionGuard:
             was_fenced, self.fenced_for_disconnection = self.fenced_for_disconnection, False
             log.info("Back on ZooKeeper (%s session): took the roles of %d partitions as the controller wrote them%s",
                      "new" if new_session else "same", n, " (fencing over)" if was_fenced else "")
-            owner = await store.owner(zkdata.CONTROLLER)
-            if owner is None:
+            if await store.owner(zkdata.CONTROLLER) is None:
                 b.controller.controller_changed(-1)
-            elif owner == store.session_id and not b.controller.active:
-                # Our node, but we are not acting as controller (an activation that failed while
-                # cut off): release it so that a controller is elected.
-                try:
-                    await store.delete(zkdata.CONTROLLER)
-                except StoreError:
-                    pass
         except StoreError as e:
             log.warning("Could not resume after reconnecting to ZooKeeper (%s); will retry on the next reconnection", e)
 
@@ -188,8 +178,17 @@ class SessionGuard:
     async def _watch_connection(self) -> None:
         store = self.broker.store
         assert store is not None
+        granted = self.session_timeout_ms
         while True:
             await asyncio.sleep(0.1)
+            if store.connected and store.session_timeout != float("inf"):
+                ms = int(store.session_timeout * 1000)
+                if ms != granted:
+                    granted = ms
+                    if ms != self.session_timeout_ms:
+                        log.info("ZooKeeper granted a session timeout of %d ms (zookeeper.session.timeout.ms=%d)",
+                                 ms, self.session_timeout_ms)
+                    self.deadline_s = fence_deadline_s(ms)
             gone = store.disconnected_for()
             if gone >= self.deadline_s and not self.broker.closing:
                 self.fence_if_cut_off(gone)

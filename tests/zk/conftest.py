@@ -78,7 +78,7 @@ class ZooKeeperServer:
         return int(self.proc.returncode)
 
 
-def write_zoo_cfg(d: Path, port: int) -> Path:
+def write_zoo_cfg(d: Path, port: int, extra: str = "") -> Path:
     cfg = d / "zoo.cfg"
     cfg.write_text(
         "tickTime=500\n"  # sessions may be as short as 2 ticks: 1 s, for expiry tests
@@ -87,13 +87,15 @@ def write_zoo_cfg(d: Path, port: int) -> Path:
         "clientPortAddress=127.0.0.1\n"
         "admin.enableServer=false\n"
         "4lw.commands.whitelist=ruok,srvr\n"
+        + extra
     )
     return cfg
 
 
-def start_server(d: Path, timeout: float = 30.0) -> ZooKeeperServer:
+def start_server(d: Path, timeout: float = 30.0, extra_config: str = "") -> ZooKeeperServer:
+    """Start a ZooKeeper in `d`; `extra_config`: more zoo.cfg lines (e.g. maxSessionTimeout)."""
     port = free_port()
-    cfg = write_zoo_cfg(d, port)
+    cfg = write_zoo_cfg(d, port, extra_config)
     log = d / "zookeeper.out"
     t0 = time.monotonic()
     with open(log, "wb") as out:
