@@ -1,27 +1,27 @@
 """The metadata store: a small tree of versioned nodes, as ZooKeeper keeps Kafka's metadata.
 
 One interface, two backends. `EmbeddedStore` (this module) serves a single broker with no
-other process to run: nodes live in memory and persistent ones are written to one JSON file
-(atomically: temp file, fsync, rename) on every change. The ZooKeeper backend (a later
-module) maps the same calls onto znodes. Versions give compare-and-set: `set(path, data,
-version)` fails with `BadVersion` unless the node is still at `version`.
+other process to run: nodes live in memory and the persistent ones changed by each call (or
+batch) are committed to the journal (`journal.py`: SQLite, one transaction per batch, durable
+when the call returns). The ZooKeeper backend (a later module) maps the same calls onto
+znodes. Versions give compare-and-set: `set(path, data, version)` fails with `BadVersion`
+unless the node is still at `version`.
 
-File format (`samsa-metadata.json`): {"version": 1, "nodes": {"/path": {"data": "<base64>",
-"version": N}}}.
+Files: `samsa-metadata.db` (see journal.py); a `samsa-metadata.json` from an earlier version
+is imported into it on first start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import logging
-import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+from samsa.metadata.journal import Journal, JournalError
 
 
 class StoreError(Exception):
@@ -108,41 +108,34 @@ class LocalWatch:
 
 
 class EmbeddedStore:
-    """An in-process store persisted to a JSON file; ephemeral nodes die with the process."""
+    """An in-process store persisted to a journal; ephemeral nodes die with the process."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, legacy_json: Path | None = None) -> None:
         self.path = path
         self._lock = threading.Lock()
         self._nodes: dict[str, tuple[bytes, int]] = {"/": (b"", 0)}
         self._ephemeral: set[str] = set()
         self._watches: list[LocalWatch] = []
         self._batch = 0  # > 0 inside create_many: persist once at the end
+        self._dirty: set[str] = set()  # paths changed since the last commit to the journal
         self.connected = True
-        if path.exists():
-            try:
-                doc = json.loads(path.read_text())
-                for p, n in doc["nodes"].items():
-                    self._nodes[p] = (base64.b64decode(n["data"]), int(n["version"]))
-            except (ValueError, KeyError, TypeError) as e:
-                raise StoreError(f"metadata file {path} is unreadable: {e}") from None
+        try:
+            self._journal = Journal.open(path, legacy_json=legacy_json)
+            self._nodes.update(self._journal.load())
+        except JournalError as e:
+            raise StoreError(str(e)) from None
 
     def _persist(self) -> None:
-        if self._batch:
+        """Commit the nodes changed since the last commit (one transaction)."""
+        if self._batch or not self._dirty:
             return
-        doc = {
-            "version": 1,
-            "nodes": {
-                p: {"data": base64.b64encode(d).decode(), "version": v}
-                for p, (d, v) in sorted(self._nodes.items())
-                if p not in self._ephemeral and p != "/"
-            },
-        }
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, separators=(",", ":"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        nodes, ephemeral = self._nodes, self._ephemeral
+        changes = []
+        for p in sorted(self._dirty):
+            node = nodes.get(p)
+            changes.append((p, None, 0) if node is None or p in ephemeral else (p, node[0], node[1]))
+        self._journal.commit(changes)
+        self._dirty.clear()
 
     def get(self, path: str) -> tuple[bytes, int] | None:
         return self._nodes.get(path)
@@ -165,9 +158,11 @@ class EmbeddedStore:
             for p in reversed(missing):
                 self._nodes[p] = (b"", 0)
             self._nodes[path] = (data, 0)
+            self._dirty.update(missing)
             if ephemeral:
                 self._ephemeral.add(path)
             else:
+                self._dirty.add(path)
                 self._persist()
         self._changed([path, *missing])
 
@@ -180,6 +175,7 @@ class EmbeddedStore:
                 raise BadVersion(f"{path} is at version {cur[1]}, not {version}")
             self._nodes[path] = (data, cur[1] + 1)
             if path not in self._ephemeral:
+                self._dirty.add(path)
                 self._persist()
         self._changed([path], created=False)
         return cur[1] + 1
@@ -194,7 +190,10 @@ class EmbeddedStore:
                 raise StoreError(f"{path} has children")
             for p in kids + [path]:
                 del self._nodes[p]
-                self._ephemeral.discard(p)
+                if p in self._ephemeral:
+                    self._ephemeral.discard(p)
+                else:
+                    self._dirty.add(p)
             self._persist()
         self._changed(kids + [path])
 
@@ -292,3 +291,4 @@ class EmbeddedStore:
     def close(self) -> None:
         for w in self._watches:
             w.cancel()
+        self._journal.close()

@@ -46,7 +46,8 @@ from samsa.storage.config import LogConfig
 from samsa.storage.log_manager import LogManager
 
 log = logging.getLogger("samsa.broker")
-METADATA_FILE = "samsa-metadata.json"
+METADATA_FILE = "samsa-metadata.db"
+LEGACY_METADATA_FILE = "samsa-metadata.json"  # before the journal: imported once, then renamed
 
 
 class Broker:
@@ -92,7 +93,8 @@ class Broker:
                 connection_timeout_ms=self.config.get("zookeeper.connection.timeout.ms"))
             log.info("Connected to ZooKeeper at %s", zk)
         else:
-            self.store = EmbeddedStore(self.log_dirs[0] / METADATA_FILE)
+            self.store = EmbeddedStore(self.log_dirs[0] / METADATA_FILE,
+                                       legacy_json=self.log_dirs[0] / LEGACY_METADATA_FILE)
         self.cluster_id = self._cluster_id()
         self.logs = LogManager(self.log_dirs, self.default_log_config())
         self.logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)

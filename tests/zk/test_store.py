@@ -16,7 +16,7 @@ from tests.zk.conftest import ZooKeeperServer
 def store(request: pytest.FixtureRequest, tmp_path: Path, chroot: str) -> Iterator[MetadataStore]:
     s: MetadataStore
     if request.param == "embedded":
-        s = EmbeddedStore(tmp_path / "samsa-metadata.json")
+        s = EmbeddedStore(tmp_path / "samsa-metadata.db")
     else:
         server: ZooKeeperServer = request.getfixturevalue("zk_server")
         s = ZooKeeperStore(server.connect_string(chroot), session_timeout_ms=6000)
