@@ -87,7 +87,8 @@ class Log:
         self._lso = log_start_offset
         self._recovery_point = recovery_point
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._dir_dirty = False
+        self._dir_dirty = False  # segment files created, renamed or deleted since the last directory fsync
+        self._dir_new = False  # created by Log.create: fsync the directory before the first data is flushed
         self._closed = False
         self.last_flush_ms = self._now_ms()
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -101,6 +102,21 @@ class Log:
                           clean_shutdown=clean_shutdown, now_ms=int(clock() * 1000))
         return cls(directory, config, loaded.segments, log_end_offset=loaded.log_end_offset,
                    log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point, clock=clock)
+
+    @classmethod
+    def create(cls, directory: Path, config: LogConfig, *, clock: Clock = time.time) -> Log:
+        """A new empty log in `directory`, which must not exist yet (FileExistsError).
+
+        Only the directory and its first segment's files are created: nothing to read back,
+        nothing fsynced here. The caller makes the directory's name durable (LogManager
+        fsyncs the log dir once per batch); the first flush fsyncs this directory.
+        """
+        directory.mkdir()
+        now = int(clock() * 1000)
+        lg = cls(directory, config, [new_segment(directory, 0, config, now)], log_end_offset=0, log_start_offset=0,
+                 recovery_point=0, clock=clock)
+        lg._dir_new = True
+        return lg
 
     # -- state ---------------------------------------------------------------------------
 
@@ -481,6 +497,9 @@ class Log:
         self._check_open()
         target = self._leo if up_to is None else min(up_to, self._leo)
         if target > self._recovery_point:
+            if self._dir_new:  # the first segment's name, before data in it counts as flushed
+                self._dir_dirty = True
+                self._dir_new = False
             n = len(self._segments)
             # From the segment holding recovery_point - 1: it may have been flushed while active
             # and rolled since, leaving its index files written but not yet fsynced.
