@@ -32,9 +32,9 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> list[list[EpochEntry]]:
     seen: list[list[EpochEntry]] = []
     real = leader_epoch_module.write_leader_epochs
 
-    def spy(path: Path, entries: Sequence[EpochEntry]) -> None:
+    def spy(path: Path, entries: Sequence[EpochEntry], *, sync: bool = True) -> None:
         seen.append(list(entries))
-        real(path, entries)
+        real(path, entries, sync=sync)
 
     monkeypatch.setattr(leader_epoch_module, "write_leader_epochs", spy)
     return seen
@@ -375,6 +375,24 @@ def test_no_rebuild_or_file_for_an_empty_log(tmp_path: Path, clock: FakeClock,
     open_log(tmp_path, clock).close()
     open_log(tmp_path, clock).close()
     assert writes == [] and not checkpoint(tmp_path).exists()
+
+
+def test_only_the_first_write_over_a_missing_checkpoint_skips_fsync(tmp_path: Path, clock: FakeClock,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr("samsa.storage.checkpoints.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    lg = open_log(tmp_path, clock)
+    append(lg, make_batch(2), leader_epoch=0)  # a new partition's first epoch: nothing fsynced
+    assert synced == [] and read_leader_epochs(checkpoint(tmp_path)) == [E(0, 0)]
+    append(lg, make_batch(2), leader_epoch=1)  # later changes are durable before the data
+    assert len(synced) == 2  # the file, then its directory
+    lg.close()
+    # Were the first write lost (a crash), the cache comes back from the batches.
+    checkpoint(tmp_path).write_text("")
+    again = open_log(tmp_path, clock)
+    assert again.leader_epochs.entries() == [E(0, 0), E(1, 2)]
+    again.close()
 
 
 def test_entries_past_the_recovered_log_end_are_dropped(tmp_path: Path, clock: FakeClock) -> None:
