@@ -182,6 +182,10 @@ class Broker:
             topic.partitions = dict(assignment.partitions)
         cfg = self.log_config_for(topic)
         assert self.logs is not None
+        new = [(name, i, cfg) for i, r in sorted(topic.partitions.items())
+               if self.node_id in r and self.replicas.get(name, i) is None]
+        if len(new) > 1:  # one batch: each log dir fsynced once, not once per partition
+            self.logs.add_logs(self.logs.create_logs(new))
         for index, replicas in sorted(topic.partitions.items()):
             part = self.replicas.get(name, index)
             if self.node_id not in replicas:
