@@ -166,8 +166,9 @@ class Log:
         if cache.needs_rebuild and self._leo > self._segments[0].base_offset:
             cache.rebuild(self._scan_epoch_starts())
             log.info("Rebuilt the leader epoch cache of %s from its batches: %s", self.name, cache.entries())
-        cache.truncate_from_start(self._lso)
-        cache.truncate_from_end(self._leo)
+        # Deferred: the next open would cut the same; written before the next append (_write).
+        cache.truncate_from_start(self._lso, defer=True)
+        cache.truncate_from_end(self._leo, defer=True)
 
     def _scan_epoch_starts(self) -> Iterator[tuple[int, int]]:
         for seg in self._segments:
@@ -269,6 +270,8 @@ class Log:
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]], next_offset: int,
                now: int) -> None:
+        if self.leader_epochs.pending:
+            self.leader_epochs.flush()
         seg = self._segments[-1]
         cfg = self.config
         if seg.size > 0 and (seg.size + len(buf) > cfg.segment_bytes or now - seg.created_ms > cfg.segment_ms
