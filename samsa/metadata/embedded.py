@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from samsa.metadata.journal import Journal
+from samsa.metadata.journal import Journal, JournalError
 from samsa.metadata.store import (
     BadVersion,
     ChildrenCallback,
@@ -87,15 +87,23 @@ class EmbeddedStore:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path) -> "EmbeddedStore":
-        """Open (or create) the store whose journal is at `path`; reading it happens off the loop."""
+    async def open(cls, path: Path, *, legacy_json: Path | None = None) -> "EmbeddedStore":
+        """Open (or create) the store whose journal is at `path` (importing `legacy_json`, the
+        file of earlier versions, if present); reading it happens off the loop."""
         loop = asyncio.get_running_loop()
 
         def load() -> tuple[Journal, dict[str, Node]]:
-            journal = Journal.open(path)
-            return journal, journal.load()
+            journal = Journal.open(path, legacy_json=legacy_json)
+            try:
+                return journal, journal.load()
+            except BaseException:
+                journal.close()
+                raise
 
-        journal, nodes = await loop.run_in_executor(None, load)
+        try:
+            journal, nodes = await loop.run_in_executor(None, load)
+        except JournalError as e:
+            raise StoreError(str(e)) from None
         return cls(journal, nodes, loop)
 
     # -- reads --------------------------------------------------------------------------

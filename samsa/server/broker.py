@@ -56,7 +56,8 @@ from samsa.storage.log import Log
 from samsa.storage.log_manager import LogManager
 
 log = logging.getLogger("samsa.broker")
-METADATA_FILE = "samsa-metadata.json"
+METADATA_FILE = "samsa-metadata.db"
+LEGACY_METADATA_FILE = "samsa-metadata.json"  # before the journal: imported once, then renamed
 T = TypeVar("T")
 
 
@@ -129,7 +130,8 @@ class Broker:
                 zk, session_timeout_ms=session_ms, connection_timeout_ms=conn_ms))
             log.info("Connected to ZooKeeper at %s", zk)
         else:
-            self.store = await EmbeddedStore.open(self.log_dirs[0] / METADATA_FILE)
+            self.store = await EmbeddedStore.open(self.log_dirs[0] / METADATA_FILE,
+                                                  legacy_json=self.log_dirs[0] / LEGACY_METADATA_FILE)
         store = self.store
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
         self.cluster = ClusterView(store, self)
@@ -259,23 +261,27 @@ class Broker:
             logs.delete_log(name, index)
             log.info("Replica %s-%d moved off this broker; log deleted", name, index)
         if new:
-            # Opening or creating logs touches the disk: a worker thread does it, in one go.
-            def open_logs() -> list[tuple[int, Log, Partition]]:
+            # Creating logs touches the disk: a worker thread does it, for all of them in one
+            # go (each log dir fsynced once); they are registered here, on the loop.
+            def open_logs() -> list[Partition]:
                 out = []
-                for index in new:
-                    lg = logs.get_or_create_log(name, index, cfg)
+                for index, lg in zip(new, logs.create_logs([(name, index, cfg) for index in new])):
                     part = Partition(name, index, topic.topic_id, lg, self.node_id)
                     if lg.log_end_offset > 0:
                         part.load_producer_state()
-                    out.append((index, lg, part))
+                    out.append(part)
                 return out
 
             opened = await self.loop.run_in_executor(None, open_logs)
             if self.topics.get(name) is not topic:
-                return  # deleted meanwhile: on_topic_deleted removes the logs
-            for index, lg, part in opened:
+                for part in opened:  # deleted meanwhile: these were never registered
+                    part.log.close()
+                return
+            registered = logs.add_logs([part.log for part in opened])
+            for part, lg in zip(opened, registered):
+                part.log = lg
                 part.isr_writer = self.isr.propose
-                part.hw = min(self._saved_hw.pop((name, index), 0), lg.log_end_offset)
+                part.hw = min(self._saved_hw.pop((name, part.index), 0), lg.log_end_offset)
                 self.replicas.add(part)
         for index in sorted(topic.partitions):
             part = self.replicas.get(name, index)

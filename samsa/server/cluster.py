@@ -86,6 +86,7 @@ class ClusterView:
         self._watches: list[Any] = []
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
         self._stopped = False
+        self._check_scheduled = False
 
     # -- start / stop ---------------------------------------------------------------------------
 
@@ -158,9 +159,15 @@ class ClusterView:
                 self._waiters.remove(entry)
 
     def changed(self) -> None:
-        """Re-check the waiters (after any change this view or the broker made)."""
-        if not self._waiters:
-            return
+        """Re-check the waiters after any change this view or the broker made: once per turn
+        of the loop, however many changes it brought (a waiter for 10,000 partitions would
+        otherwise walk them all at each of their 10,000 states)."""
+        if self._waiters and not self._check_scheduled:
+            self._check_scheduled = True
+            asyncio.get_running_loop().call_soon(self._check_waiters)
+
+    def _check_waiters(self) -> None:
+        self._check_scheduled = False
         for pred, fut in list(self._waiters):
             if not fut.done() and pred():
                 fut.set_result(True)

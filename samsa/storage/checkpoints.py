@@ -14,7 +14,8 @@ Leader epoch checkpoint (per partition dir: `leader-epoch-checkpoint`):
     1                      number of entries
     3 1200                 epoch startOffset
 
-Writes are atomic: write `<name>.tmp`, fsync, rename over the target, fsync the directory.
+Writes are atomic: write `<name>.tmp`, fsync, rename over the target, fsync the directory
+(without the fsyncs when the caller can afford to lose the write, `sync=False`).
 Reads of a missing file give an empty result; a malformed file raises CorruptCheckpoint.
 """
 
@@ -42,8 +43,9 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
-def write_checkpoint_lines(path: Path, lines: Iterable[str], version: int = CHECKPOINT_VERSION) -> None:
-    """Atomically replace `path` with version, count and `lines`."""
+def write_checkpoint_lines(path: Path, lines: Iterable[str], version: int = CHECKPOINT_VERSION, *,
+                           sync: bool = True) -> None:
+    """Atomically replace `path` with version, count and `lines` (durably, with `sync`)."""
     body = list(lines)
     text = f"{version}\n{len(body)}\n" + "".join(line + "\n" for line in body)
     tmp = path.with_name(path.name + ".tmp")
@@ -52,10 +54,13 @@ def write_checkpoint_lines(path: Path, lines: Iterable[str], version: int = CHEC
         data = memoryview(text.encode())
         while data:
             data = data[os.write(fd, data):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    if not sync:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
@@ -104,8 +109,8 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
     return dict(read_checkpoint_lines(path, _offset_entry))
 
 
-def write_leader_epochs(path: Path, entries: Iterable[EpochEntry | tuple[int, int]]) -> None:
-    write_checkpoint_lines(path, (f"{e} {o}" for e, o in entries))
+def write_leader_epochs(path: Path, entries: Iterable[EpochEntry | tuple[int, int]], *, sync: bool = True) -> None:
+    write_checkpoint_lines(path, (f"{e} {o}" for e, o in entries), sync=sync)
 
 
 def read_leader_epochs(path: Path) -> list[EpochEntry]:

@@ -23,8 +23,18 @@ Every change is written to the partition directory's `leader-epoch-checkpoint` a
 (atomic replace plus fsyncs, checkpoints.py) before the data it describes is appended, and
 nothing is written when a call changes nothing. A missing or unreadable checkpoint leaves
 the cache empty with `needs_rebuild` set: the Log then rebuilds it from the batch headers
-(`epoch_starts` walks them cheaply) and the log end offset. A cache made with no path (the
-null engine's, null_log.py) lives in memory only.
+(`epoch_starts` walks them cheaply) and the log end offset. So the first write over a
+missing or unreadable file (a new partition's first leader epoch) skips the fsyncs: if a
+crash loses it, the file is missing or unreadable again and the cache is rebuilt from the
+batches, which carry the same epochs. That saves two fsyncs per partition of a new topic.
+A cache made with no path (the null engine's, null_log.py) lives in memory only.
+
+Nothing is written either when the entries are what the file already holds, and the cuts
+made when a log is opened (`defer=True`) are not written at once: the file then only holds
+entries the next open cuts again, and `Log` writes them out (`flush`) before it appends
+data. So restarting a broker writes no checkpoint for a partition whose leader epoch did
+not change (its entry at the log end offset is cut at open and assigned again when it
+leads), where it wrote two.
 """
 
 from __future__ import annotations
@@ -55,6 +65,8 @@ class LeaderEpochCache:
         self.name = name if name is not None else (path.parent.name if path is not None else "")
         self._entries: list[EpochEntry] = []
         self.needs_rebuild = False  # the checkpoint was missing or unreadable (until written again)
+        self._on_disk: list[EpochEntry] | None = None  # what the file holds (None: missing or unreadable)
+        self.pending = False  # a deferred change is not in the file yet (see flush)
         if path is not None:
             self._load(path)
 
@@ -63,9 +75,11 @@ class LeaderEpochCache:
             self.needs_rebuild = True
             return
         try:
-            for entry in read_leader_epochs(path):
+            on_disk = read_leader_epochs(path)
+            for entry in on_disk:
                 _check_entry(entry)
                 self._assign(entry)
+            self._on_disk = on_disk
         except (CorruptCheckpoint, ValueError) as e:
             log.warning("Ignoring leader epoch checkpoint %s (rebuilding it from the log): %s", path, e)
             self._entries = []
@@ -118,26 +132,35 @@ class LeaderEpochCache:
                 self._assign(EpochEntry(epoch, start_offset))
         self._persist()
 
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """Remove the entries starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, defer: bool = False) -> bool:
+        """Remove the entries starting at or after `end_offset` (the log was truncated there).
+
+        With `defer`, the file is not written now (only by a later change or `flush`): for
+        the cut made when the log is opened, which the next open would make again."""
         entries = self._entries
         if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
             return False
         removed = self._remove_from_end(lambda e: e.start_offset >= end_offset)
         log.debug("%s: removed leader epochs %s at truncation to %d", self.name, removed, end_offset)
-        self._persist()
+        self._persist(defer=defer)
         return True
 
-    def truncate_from_start(self, start_offset: int) -> bool:
+    def truncate_from_start(self, start_offset: int, *, defer: bool = False) -> bool:
         """The log now starts at `start_offset`: drop the entries wholly below it; the epoch
-        holding it stays, with its start offset moved up to `start_offset`."""
+        holding it stays, with its start offset moved up to `start_offset`. (`defer`: as
+        for truncate_from_end.)"""
         entries = self._entries
         kept = bisect_right(entries, start_offset, key=_start)  # entries[:kept] start <= start_offset
         if kept == 0 or (kept == 1 and entries[0].start_offset == start_offset):
             return False
         self._entries = [EpochEntry(entries[kept - 1].epoch, start_offset), *entries[kept:]]
-        self._persist()
+        self._persist(defer=defer)
         return True
+
+    def flush(self) -> None:
+        """Write a deferred change now (durably): before data is appended after it."""
+        if self.pending:
+            self._persist()
 
     def clear(self) -> None:
         """Remove every entry (the log restarts empty)."""
@@ -168,10 +191,21 @@ class LeaderEpochCache:
             removed.append(entries.pop())
         return removed
 
-    def _persist(self) -> None:
-        if self.path is not None:
-            write_leader_epochs(self.path, self._entries)
+    def _persist(self, *, defer: bool = False) -> None:
+        if self.path is None:
+            self.needs_rebuild = False
+            self.pending = False
+            return
+        if self._entries == self._on_disk:
+            self.pending = False
+            return
+        if defer:
+            self.pending = True
+            return
+        write_leader_epochs(self.path, self._entries, sync=not self.needs_rebuild)
+        self._on_disk = list(self._entries)
         self.needs_rebuild = False  # the file now says what the cache holds
+        self.pending = False
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path or self.name}, {self._entries})"

@@ -61,7 +61,8 @@ class Log:
         self._lso = log_start_offset
         self._recovery_point = recovery_point
         self._pending_deletes: list[tuple[int, LogSegment]] = []
-        self._dir_dirty = False
+        self._dir_dirty = False  # segment files created, renamed or deleted since the last directory fsync
+        self._dir_new = False  # created by Log.create: fsync the directory before the first data is flushed
         self._closed = False
         self.last_flush_ms = self._now_ms()
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
@@ -75,6 +76,21 @@ class Log:
                           clean_shutdown=clean_shutdown, now_ms=int(clock() * 1000))
         return cls(directory, config, loaded.segments, log_end_offset=loaded.log_end_offset,
                    log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point, clock=clock)
+
+    @classmethod
+    def create(cls, directory: Path, config: LogConfig, *, clock: Clock = time.time) -> Log:
+        """A new empty log in `directory`, which must not exist yet (FileExistsError).
+
+        Only the directory and its first segment's files are created: nothing to read back,
+        nothing fsynced here. The caller makes the directory's name durable (LogManager
+        fsyncs the log dir once per batch); the first flush fsyncs this directory.
+        """
+        directory.mkdir()
+        now = int(clock() * 1000)
+        lg = cls(directory, config, [new_segment(directory, 0, config, now)], log_end_offset=0, log_start_offset=0,
+                 recovery_point=0, clock=clock)
+        lg._dir_new = True
+        return lg
 
     # -- state ---------------------------------------------------------------------------
 
@@ -124,8 +140,9 @@ class Log:
         if cache.needs_rebuild and self._leo > self._segments[0].base_offset:
             cache.rebuild(self._scan_epoch_starts())
             log.info("Rebuilt the leader epoch cache of %s from its batches: %s", self.name, cache.entries())
-        cache.truncate_from_start(self._lso)
-        cache.truncate_from_end(self._leo)
+        # Deferred: the next open would cut the same; written before the next append (_write).
+        cache.truncate_from_start(self._lso, defer=True)
+        cache.truncate_from_end(self._leo, defer=True)
 
     def _scan_epoch_starts(self) -> Iterator[tuple[int, int]]:
         for seg in self._segments:
@@ -179,6 +196,8 @@ class Log:
 
     def _write(self, buf: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]], next_offset: int,
                now: int) -> None:
+        if self.leader_epochs.pending:
+            self.leader_epochs.flush()
         seg = self._segments[-1]
         cfg = self.config
         if seg.size > 0 and (seg.size + len(buf) > cfg.segment_bytes or now - seg.created_ms > cfg.segment_ms
@@ -421,6 +440,9 @@ class Log:
         self._check_open()
         target = self._leo if up_to is None else min(up_to, self._leo)
         if target > self._recovery_point:
+            if self._dir_new:  # the first segment's name, before data in it counts as flushed
+                self._dir_dirty = True
+                self._dir_new = False
             n = len(self._segments)
             # From the segment holding recovery_point - 1: it may have been flushed while active
             # and rolled since, leaving its index files written but not yet fsynced.

@@ -17,6 +17,13 @@ closes every log, writes the checkpoints, then the marker.
 Logs are opened through a `log_factory` (partition_log.py's LogFactory): `Log.open` always,
 except in benchmarks that hand it `NullLog.open` to take the disk out of the measurement
 (bench/bench_null_engine.py). There is no broker config key for that on purpose.
+
+Creating logs: a new partition goes to the log dir holding the fewest logs (a count kept per
+dir, so the choice is O(1)). `create_logs` creates many at once and fsyncs each parent dir
+once for all of them (the new partition directories' names are then durable; each new log
+fsyncs its own directory at its first flush, before its recovery point moves). It touches no
+shared state, so it may run in a worker thread; `add_logs` then registers the logs, on the
+thread that owns the manager (the event loop).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from samsa.storage.checkpoints import (
@@ -74,6 +81,7 @@ class LogManager:
         self._clock = clock
         self._log_factory = log_factory
         self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # logs in each log dir
         self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
 
     def _now_ms(self) -> int:
@@ -137,10 +145,10 @@ class LogManager:
             if tp in self._logs:
                 raise StorageError(
                     f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
-            self._logs[tp] = self._log_factory(Path(entry.path), topic_configs.get(tp[0], self.default_config),
-                                                recovery_point=recovery_points.get(tp, 0),
-                                                log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
-                                                clock=self._clock)
+            self._add(tp, self._log_factory(Path(entry.path), topic_configs.get(tp[0], self.default_config),
+                                            recovery_point=recovery_points.get(tp, 0),
+                                            log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
+                                            clock=self._clock))
         if not clean and self._logs:
             log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
         marker.unlink(missing_ok=True)
@@ -158,24 +166,76 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
-        if not is_legal_topic(topic) or partition < 0:
-            raise ValueError(f"illegal topic partition {topic!r}-{partition}")
-        counts = {d: 0 for d in self.log_dirs}
-        for lg in self._logs.values():
-            if lg.dir.parent in counts:
-                counts[lg.dir.parent] += 1
-        parent = min(self.log_dirs, key=lambda d: counts[d])
-        new = self._log_factory(parent / f"{topic}-{partition}", config or self.default_config, clock=self._clock)
-        _fsync_dir(parent)
-        self._logs[(topic, partition)] = new
-        log.debug("Created log %s-%d in %s", topic, partition, parent)
-        return new
+        return self.add_logs(self.create_logs([(topic, partition, config)]))[0]
+
+    def create_logs(self, items: Sequence[tuple[str, int, LogConfig | None]]) -> list[PartitionLog]:
+        """The logs of these partitions, in order: registered ones as they are, the others
+        created empty (each in the least loaded log dir), every parent dir fsynced once.
+
+        Safe in a worker thread while the owner thread uses the manager: it only reads the
+        registry; register what it returns with `add_logs` on the owner thread. A partition
+        must not be in two calls running at once.
+        """
+        for topic, partition, _ in items:
+            if not is_legal_topic(topic) or partition < 0:
+                raise ValueError(f"illegal topic partition {topic!r}-{partition}")
+        counts = dict(self._per_dir)
+        out: list[PartitionLog] = []
+        parents: set[Path] = set()
+        created = 0
+        for topic, partition, config in items:
+            existing = self._logs.get((topic, partition))
+            if existing is not None:
+                out.append(existing)
+                continue
+            parent = min(self.log_dirs, key=counts.__getitem__)
+            directory = parent / f"{topic}-{partition}"
+            cfg = config or self.default_config
+            new: PartitionLog
+            if self._log_factory != Log.open:  # another engine (the null one, in benchmarks)
+                new = self._log_factory(directory, cfg, clock=self._clock)
+            else:
+                try:
+                    new = Log.create(directory, cfg, clock=self._clock)
+                except FileExistsError:  # left by a crash between mkdir and registration: load it
+                    new = Log.open(directory, cfg, clock=self._clock)
+            counts[parent] += 1
+            parents.add(parent)
+            created += 1
+            out.append(new)
+        for parent in parents:
+            _fsync_dir(parent)
+        if created:
+            log.debug("Created %d logs in %s", created, ", ".join(map(str, sorted(parents))))
+        return out
+
+    def add_logs(self, logs: Iterable[PartitionLog]) -> list[PartitionLog]:
+        """Register logs made by `create_logs` (on the owner thread); returns what is registered
+        for each (the one already registered, if another call won the race: the new one is closed)."""
+        out = []
+        for lg in logs:
+            tp = parse_topic_partition(lg.dir.name)
+            assert tp is not None
+            current = self._logs.get(tp)
+            if current is None:
+                self._add(tp, lg)
+                current = lg
+            elif current is not lg:
+                lg.close()
+            out.append(current)
+        return out
+
+    def _add(self, tp: TopicPartition, lg: PartitionLog) -> None:
+        self._logs[tp] = lg
+        parent = lg.dir.parent
+        self._per_dir[parent] = self._per_dir.get(parent, 0) + 1
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove the partition's directory now; its fds close at a cleanup() after file.delete.delay.ms."""
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return False
+        self._per_dir[lg.dir.parent] -= 1
         lg.delete(keep_fds=True)
         self._deleted.append((self._now_ms() + lg.config.file_delete_delay_ms, lg))
         log.info("Deleted log %s-%d", topic, partition)
@@ -228,6 +288,7 @@ class LogManager:
         self._release_deleted(None)
         log.info("Log manager shut down (%d logs)", len(self._logs))
         self._logs.clear()
+        self._per_dir = {d: 0 for d in self.log_dirs}
 
 
 def _read_offsets_or_empty(path: Path) -> dict[TopicPartition, int]:

@@ -108,7 +108,8 @@ class LogSegment:
             os.close(fd)
             raise FileExistsError(f"segment {log_path} already exists and is not empty")
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-            (directory / segment_file_name(base_offset, suffix)).write_bytes(b"")
+            os.close(os.open(directory / segment_file_name(base_offset, suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                             0o644))
         seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
                   segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=False)
         seg._fd = fd

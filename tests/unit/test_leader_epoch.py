@@ -32,9 +32,9 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> list[list[EpochEntry]]:
     seen: list[list[EpochEntry]] = []
     real = leader_epoch_module.write_leader_epochs
 
-    def spy(path: Path, entries: Sequence[EpochEntry]) -> None:
+    def spy(path: Path, entries: Sequence[EpochEntry], *, sync: bool = True) -> None:
         seen.append(list(entries))
-        real(path, entries)
+        real(path, entries, sync=sync)
 
     monkeypatch.setattr(leader_epoch_module, "write_leader_epochs", spy)
     return seen
@@ -347,8 +347,14 @@ def test_rebuilt_when_the_checkpoint_is_corrupt(tmp_path: Path, clock: FakeClock
     with caplog.at_level(logging.WARNING, logger="samsa.storage"):
         again = open_log(tmp_path, clock, log_start_offset=3)
     assert again.leader_epochs.entries() == [E(2, 3), E(5, 6)]  # cut to the log start offset
-    assert read_leader_epochs(checkpoint(tmp_path)) == again.leader_epochs.entries()
+    # The rebuilt entries are written; the cut to the log start offset is made again at each open.
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(0, 0), E(2, 2), E(5, 6)]
     assert any(r.levelno == logging.WARNING for r in caplog.records)
+    again.close()
+    again = open_log(tmp_path, clock, log_start_offset=3)
+    assert again.leader_epochs.entries() == [E(2, 3), E(5, 6)]
+    follow(again, 5)
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(2, 3), E(5, 6)]
     again.close()
 
 
@@ -377,6 +383,62 @@ def test_no_rebuild_or_file_for_an_empty_log(tmp_path: Path, clock: FakeClock,
     assert writes == [] and not checkpoint(tmp_path).exists()
 
 
+def test_only_the_first_write_over_a_missing_checkpoint_skips_fsync(tmp_path: Path, clock: FakeClock,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr("samsa.storage.checkpoints.os.fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    lg = open_log(tmp_path, clock)
+    append(lg, make_batch(2), leader_epoch=0)  # a new partition's first epoch: nothing fsynced
+    assert synced == [] and read_leader_epochs(checkpoint(tmp_path)) == [E(0, 0)]
+    append(lg, make_batch(2), leader_epoch=1)  # later changes are durable before the data
+    assert len(synced) == 2  # the file, then its directory
+    lg.close()
+    # Were the first write lost (a crash), the cache comes back from the batches.
+    checkpoint(tmp_path).write_text("")
+    again = open_log(tmp_path, clock)
+    assert again.leader_epochs.entries() == [E(0, 0), E(1, 2)]
+    again.close()
+
+
+def test_restart_with_an_unchanged_epoch_writes_nothing(tmp_path: Path, clock: FakeClock,
+                                                        writes: list[list[EpochEntry]]) -> None:
+    for data in (False, True):  # an empty partition that led, and one with data
+        d = tmp_path / f"data-{data}"
+        d.mkdir()
+        lg = open_log(d, clock)
+        lg.leader_epochs.assign(3, 0)  # became leader
+        if data:
+            append(lg, make_batch(2), leader_epoch=3)
+        lg.close()
+        writes.clear()
+        again = open_log(d, clock)  # the entry at the log end offset (0) is cut, in memory only
+        assert again.leader_epochs.entries() == ([E(3, 0)] if data else [])
+        again.leader_epochs.assign(3, again.log_end_offset)  # leads again, same epoch
+        append(again, make_batch(1), leader_epoch=3)
+        assert writes == []
+        assert read_leader_epochs(checkpoint(d)) == [E(3, 0)] == again.leader_epochs.entries()
+        again.close()
+
+
+def test_a_cut_deferred_at_open_is_written_before_data(tmp_path: Path, clock: FakeClock,
+                                                       writes: list[list[EpochEntry]]) -> None:
+    lg = open_log(tmp_path, clock)
+    follow(lg, 2, 2)  # epoch 2 at 0, log end 4
+    lg.leader_epochs.assign(5, 4)  # led in epoch 5, wrote nothing
+    lg.close()
+    writes.clear()
+    again = open_log(tmp_path, clock)
+    assert again.leader_epochs.entries() == [E(2, 0)] and writes == []
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(2, 0), E(5, 4)]  # the next open cuts it again
+    again.close()
+    again = open_log(tmp_path, clock)
+    follow(again, 2)  # more data of epoch 2 (no new epoch): the file must not claim epoch 5 for it
+    assert writes == [[E(2, 0)]]
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(2, 0)]
+    again.close()
+
+
 def test_entries_past_the_recovered_log_end_are_dropped(tmp_path: Path, clock: FakeClock) -> None:
     lg = open_log(tmp_path, clock)
     follow(lg, 1, 1, 4)
@@ -386,7 +448,9 @@ def test_entries_past_the_recovered_log_end_are_dropped(tmp_path: Path, clock: F
     again = open_log(tmp_path, clock, recovery_point=0)
     assert again.log_end_offset == 4
     assert again.leader_epochs.entries() == [E(1, 0)]
-    assert read_leader_epochs(checkpoint(tmp_path)) == [E(1, 0)]
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(1, 0), E(4, 4)]  # cut again by the next open ...
+    follow(again, 1)
+    assert read_leader_epochs(checkpoint(tmp_path)) == [E(1, 0)]  # ... or written before more data
     again.close()
 
 

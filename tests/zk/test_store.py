@@ -23,7 +23,7 @@ Opener = Callable[[], Awaitable[MetadataStore]]
 def open_store(request: pytest.FixtureRequest, tmp_path: Path, chroot: str) -> Opener:
     if request.param == "embedded":
         async def embedded() -> MetadataStore:
-            return await EmbeddedStore.open(tmp_path / "samsa-metadata.json")
+            return await EmbeddedStore.open(tmp_path / "samsa-metadata.db")
         return embedded
     server: ZooKeeperServer = request.getfixturevalue("zk_server")
 
