@@ -240,9 +240,12 @@ class Controller:
 
     # -- the core: read states, decide, write with compare-and-set -----------------------------
 
-    async def update_states(self, keys: Iterable[TP], decide: Decide) -> dict[TP, zkdata.PartitionState]:
+    async def update_states(self, keys: Iterable[TP], decide: Decide,
+                            fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, zkdata.PartitionState]:
         """Apply `decide` to the current state of each partition; retry the ones whose state
-        changed under us. Returns the states written."""
+        changed under us. Returns the states written. `fresh`: partitions that have just
+        appeared, taken to have no state yet without reading it (one that has is found by
+        its create failing, and read then)."""
         pending = [k for k in keys if k[0] in self.assignments and k[1] in self.assignments[k[0]].partitions]
         written: dict[TP, zkdata.PartitionState] = {}
         for attempt in range(10):
@@ -255,7 +258,7 @@ class Controller:
                 # fails the compare-and-set and is read afresh on the next round).
                 cached = [self.ctx.view.state(t, p) for t, p in pending]
                 nodes = [None if st is None else (st.encode(), st.version) for st in cached]
-                missing = [i for i, n in enumerate(nodes) if n is None]
+                missing = [i for i, n in enumerate(nodes) if n is None and pending[i] not in fresh]
                 if missing:
                     for i, node in zip(missing, await self.store.get_many([paths[i] for i in missing])):
                         nodes[i] = node
@@ -317,7 +320,8 @@ class Controller:
     def unclean_allowed(self, topic: str) -> bool:
         return str(self.ctx.topic_config(topic, "unclean.leader.election.enable")).lower() == "true"
 
-    async def elect_offline(self, keys: Iterable[TP], why: str) -> dict[TP, zkdata.PartitionState]:
+    async def elect_offline(self, keys: Iterable[TP], why: str,
+                            fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, zkdata.PartitionState]:
         live = self.live or set()
 
         def decide(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
@@ -343,7 +347,7 @@ class Controller:
             return zkdata.PartitionState(result.leader, st.leader_epoch + 1, result.isr)
 
         t0 = time.monotonic()
-        written = await self.update_states(keys, decide)
+        written = await self.update_states(keys, decide, fresh)
         if written:
             led = sum(1 for s in written.values() if s.leader >= 0)
             log.info("Elected leaders for %d partitions (%d offline) after %s in %.0f ms", led, len(written) - led,
@@ -432,10 +436,14 @@ class Controller:
         except (ValueError, KeyError, TypeError) as e:
             log.warning("Ignoring the unreadable assignment of %s: %s", name, e)
             return
+        before = self.assignments.get(name)
         self.assignments[name] = assignment
         if self.live is not None:
             keys = [(name, p) for p in assignment.partitions]
-            await self.elect_offline(keys, f"topic {name} changed")
+            known = before.partitions if before is not None and before.topic_id == assignment.topic_id else {}
+            view = self.ctx.view
+            fresh = {(name, p) for p in assignment.partitions if p not in known and view.state(name, p) is None}
+            await self.elect_offline(keys, f"topic {name} changed", fresh)
             gone = {r for reps in assignment.partitions.values() for r in reps} - self.live
             if gone:
                 await self._remove_from_isrs(keys, gone)

@@ -37,8 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -53,9 +55,10 @@ from kazoo.exceptions import (
     NotEmptyError,
     OperationTimeoutError,
     RolledBackError,
+    RuntimeInconsistency,
     SessionExpiredError,
 )
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.handlers.threading import KazooTimeoutError, SequentialThreadingHandler
 from kazoo.protocol.states import EventType
 from kazoo.retry import KazooRetry
 
@@ -74,6 +77,7 @@ from samsa.metadata.store import (
 )
 
 DEFAULT_SESSION_TIMEOUT_MS = 18000  # Kafka's zookeeper.session.timeout.ms default
+MULTI_OPS = 500  # writes per guarded multi (well under jute.maxbuffer for partition states)
 
 __all__ = ["ConnectionLost", "SessionLost", "ZooKeeperStore", "parse_connect"]
 
@@ -263,6 +267,9 @@ class ZooKeeperStore:
         self._disconnected_at: float | None = None
         self._closed = False
         self.negotiated_timeout_ms = session_timeout_ms
+        self._completed: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
+        self._drain_scheduled = False
+        self._known: set[str] = {"/"}  # nodes known to exist (parents of guarded creates)
         client.add_listener(self._on_state)
 
     @classmethod
@@ -275,7 +282,7 @@ class ZooKeeperStore:
         # Reconnect at least every second (kazoo's default backoff grows to a minute, which
         # would keep a broker away long after ZooKeeper is back).
         retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_jitter=0.1, max_delay=1.0)
-        zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry)
+        zk = KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000, connection_retry=retry, handler=_Handler())
         _record_negotiated_timeout(zk)
         try:
             await loop.run_in_executor(None, lambda: zk.start(timeout=conn_timeout))
@@ -310,7 +317,7 @@ class ZooKeeperStore:
         """An asyncio future of kazoo's async result `res` (errors converted; `absent` is what
         NoNode becomes: an exception class to raise, or a value to return)."""
         fut: asyncio.Future[Any] = self._loop.create_future()
-        loop = self._loop
+        completed = self._completed
 
         def done(r: Any) -> None:
             try:
@@ -322,10 +329,21 @@ class ZooKeeperStore:
                     value, error = absent, None
             except BaseException as e:
                 value, error = None, _convert(path, e)
-            _post(loop, _settle, fut, value, error)
+            completed.append((fut, value, error))
+            if not self._drain_scheduled:
+                self._drain_scheduled = True
+                _post(self._loop, self._drain)
 
         res.rawlink(done)
         return fut
+
+    def _drain(self) -> None:
+        """Settle every result kazoo has completed (one wake-up of the loop for a burst)."""
+        self._drain_scheduled = False
+        completed = self._completed
+        while completed:
+            fut, value, error = completed.popleft()
+            _settle(fut, value, error)
 
     async def _ensure_path(self, path: str) -> None:
         self._check(path)
@@ -425,23 +443,15 @@ class ZooKeeperStore:
                 if isinstance(r, BaseException) and not isinstance(r, StoreError):
                     raise r
             return [r if isinstance(r, StoreError) else None for r in created]
-        # A multi cannot create missing parents: make them first (pipelined; existing ones are fine).
-        parents = sorted({parent_of(p) for p, _ in items if p.count("/") > 1})
-        made = await asyncio.gather(*(self._bridge(q, self._zk.create_async(q, b"", makepath=True))
-                                      for q in parents), return_exceptions=True)
-        for r in made:
-            if isinstance(r, BaseException) and not isinstance(r, NodeExists):
-                if not isinstance(r, StoreError):
-                    raise r
-                return [r for _ in items]
-        results = await asyncio.gather(*(self._guarded(p, guard, lambda t, p=p, d=d: t.create(p, d))
-                                         for p, d in items))
-        return [r if isinstance(r, StoreError) else None for r in results]
+        # Guarded: multis of up to MULTI_OPS writes, each behind one check of the guard, with
+        # the missing parents created in the same multi (it applies its operations in order).
+        ops: list[tuple[str, bytes, int]] = [(p, d, -1) for p, d in items]
+        return [r if isinstance(r, StoreError) else None for r in await self._guarded_many(ops, guard, create=True)]
 
     async def set_many(self, items: list[tuple[str, bytes, int]], *, guard: tuple[str, int] | None = None
                        ) -> list[int | StoreError]:
         """Pipelined compare-and-set writes. With `guard` = (path, version), each write happens
-        only while that node is still at that version (a ZooKeeper multi: check + set), which
+        only while that node is still at that version (ZooKeeper multis: check + sets), which
         fences a controller whose epoch has passed: the results are then `Fenced`."""
         if not items:
             return []
@@ -453,24 +463,101 @@ class ZooKeeperStore:
                 if isinstance(r, BaseException) and not isinstance(r, StoreError):
                     raise r
             return list(out)  # type: ignore[arg-type]
-        results = await asyncio.gather(*(self._guarded(p, guard, lambda t, p=p, d=d, v=v: t.set_data(p, d, v))
-                                         for p, d, v in items))
-        return [r if isinstance(r, StoreError) else int(r.version) for r in results]
+        return [r if isinstance(r, StoreError) else int(r.version)
+                for r in await self._guarded_many(items, guard, create=False)]
 
-    async def _guarded(self, path: str, guard: tuple[str, int], op: Callable[[Any], Any]) -> Any:
-        """One multi: check(guard) + op. Returns op's result or the StoreError it met."""
-        t = self._zk.transaction()
-        t.check(guard[0], guard[1])
-        op(t)
-        try:
-            check, result = await self._bridge(path, t.commit_async())
-        except StoreError as e:
-            return e
-        if isinstance(check, Exception) and not isinstance(check, RolledBackError):
-            return Fenced(f"{guard[0]} is no longer at version {guard[1]}")
-        if isinstance(result, Exception):
-            return _convert(path, result)
-        return result
+    async def _guarded_many(self, items: list[tuple[str, bytes, int]], guard: tuple[str, int], *,
+                            create: bool) -> list[Any]:
+        """Guarded creates (`create`) or compare-and-set writes, in multis of up to MULTI_OPS
+        operations. A multi is all or nothing: when one of its writes fails, that write gets
+        its error and the others, rolled back, go again in the next round (a parent that
+        turned out to exist is remembered). Returns, per item, kazoo's result or a StoreError."""
+        results: list[Any] = [None] * len(items)
+        todo = list(range(len(items)))
+        single: set[int] = set()  # items to write alone: their multi failed on another write
+        for _ in range(8):
+            if not todo:
+                break
+            chunks: list[tuple[Any, list[tuple[str, Any]]]] = []
+            plan: list[tuple[str, Any]] = []
+            t = None
+            for i in todo:
+                if t is None or len(plan) >= MULTI_OPS or i in single or plan[-1][1] in single:
+                    if t is not None:
+                        chunks.append((t, plan))
+                    t, plan = self._zk.transaction(), [("check", None)]
+                    t.check(guard[0], guard[1])
+                    made: set[str] = set()
+                path, data, version = items[i]
+                if create:
+                    for a in _ancestors(path):
+                        if a not in self._known and a not in made:
+                            t.create(a, b"")
+                            plan.append(("parent", a))
+                            made.add(a)
+                    t.create(path, data)
+                else:
+                    t.set_data(path, data, version)
+                plan.append(("item", i))
+            if t is not None:
+                chunks.append((t, plan))
+            outcomes = await asyncio.gather(*(self._bridge(items[plan[-1][1]][0], t.commit_async())
+                                              for t, plan in chunks), return_exceptions=True)
+            retry: list[int] = []
+            for (_, plan), outcome in zip(chunks, outcomes):
+                mine = [v for kind, v in plan if kind == "item"]
+                failed_here = False
+                if isinstance(outcome, BaseException):
+                    if not isinstance(outcome, StoreError):
+                        raise outcome
+                    for i in mine:
+                        results[i] = outcome
+                    continue
+                if isinstance(outcome[0], Exception) and not isinstance(outcome[0], (RolledBackError,
+                                                                                     RuntimeInconsistency)):
+                    for i in mine:
+                        results[i] = Fenced(f"{guard[0]} is no longer at version {guard[1]}")
+                    continue
+                for (kind, v), res in zip(plan[1:], outcome[1:]):
+                    if kind == "parent":
+                        if not isinstance(res, Exception):
+                            self._remember(v)
+                        elif isinstance(res, NodeExistsError):
+                            self._remember(v)
+                        elif isinstance(res, NoNodeError):
+                            self._forget(v)
+                    elif isinstance(res, (RolledBackError, RuntimeInconsistency)):
+                        retry.append(v)  # not applied: another operation of the multi failed
+                        failed_here = True
+                    elif isinstance(res, Exception):
+                        if create and isinstance(res, NoNodeError):
+                            self._forget(items[v][0])  # an ancestor we thought was there is gone
+                            retry.append(v)
+                        else:
+                            results[v] = _convert(items[v][0], res)
+                        failed_here = True
+                    else:
+                        results[v] = res
+                        if create:
+                            for a in _ancestors(items[v][0]):
+                                self._remember(a)
+                if failed_here and len(mine) > 1:
+                    # Every other write of this multi goes again alone (pipelined), so that
+                    # many failing writes cost one more round, not one round each.
+                    single.update(mine)
+            todo = retry
+        for i in todo:
+            results[i] = StoreError(f"could not write {items[i][0]}: too much contention")
+        return results
+
+    def _remember(self, path: str) -> None:
+        if len(self._known) >= 100_000:
+            self._known.clear()
+        self._known.add(path)
+
+    def _forget(self, path: str) -> None:
+        for a in [path, *_ancestors(path)]:
+            self._known.discard(a)
 
     # -- watches ----------------------------------------------------------------------------
 
@@ -549,6 +636,35 @@ class ZooKeeperStore:
         for w in list(self._watches):
             w.cancel()
         await self._loop.run_in_executor(None, _stop_quietly, self._zk)
+
+
+class _Handler(SequentialThreadingHandler):
+    """kazoo's threading handler, with a cheaper `select` for its connection thread.
+
+    kazoo's own builds a new epoll selector (epoll_create, register, close) at every turn of
+    its connection loop, and a turn handles one request and one response: a burst of 10,000
+    requests (a new topic's partition states) spent most of its time there. Its two sockets
+    are low-numbered descriptors, for which select(2) is one system call."""
+
+    def select(self, *args: Any, **kwargs: Any) -> Any:
+        rlist, wlist, xlist = args[0], args[1], args[2]
+        timeout = args[3] if len(args) > 3 else kwargs.get("timeout")
+        try:
+            if all(_fd(f) < 1024 for f in (*rlist, *wlist, *xlist)):
+                return select.select(rlist, wlist, xlist, timeout)
+        except (TypeError, ValueError):
+            pass
+        return super().select(*args, **kwargs)
+
+
+def _fd(f: Any) -> int:
+    return f if isinstance(f, int) else int(f.fileno())
+
+
+def _ancestors(path: str) -> list[str]:
+    """`/a/b/c` -> [`/a`, `/a/b`] (root first; the root itself is never created)."""
+    parts = path.strip("/").split("/")
+    return ["/" + "/".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def _record_negotiated_timeout(zk: KazooClient) -> None:

@@ -188,3 +188,38 @@ async def test_watches_deliver_the_latest_state_on_the_loop(store: MetadataStore
     await store.get("/controller")  # a round trip: a stray delivery would be queued by now
     await asyncio.sleep(0.2)
     assert events.empty()
+
+
+@contract
+async def test_large_guarded_batches_report_each_write(store: MetadataStore) -> None:
+    """A guarded batch larger than one ZooKeeper multi, with missing parents and a few writes
+    that must fail: each write gets its own outcome, none is lost or applied twice."""
+    await store.create("/epoch", b"1")
+    await store.create("/t/partitions/7/state", b"already")
+    n = 1234
+    items = [(f"/t/partitions/{p}/state", b"s%d" % p) for p in range(n)]
+    results = await store.create_many(items, guard=("/epoch", 0))
+    assert isinstance(results[7], NodeExists)
+    assert [r for i, r in enumerate(results) if i != 7] == [None] * (n - 1)
+    assert len(await store.children("/t/partitions")) == n
+    assert await store.get("/t/partitions/1000/state") == (b"s1000", 0)
+    assert await store.get("/t/partitions/7/state") == (b"already", 0)
+
+    sets = [(f"/t/partitions/{p}/state", b"v%d" % p, 1 if p in (5, 900) else 0) for p in range(n)]
+    out = await store.set_many(sets, guard=("/epoch", 0))
+    assert isinstance(out[5], BadVersion) and isinstance(out[900], BadVersion)
+    assert [r for i, r in enumerate(out) if i not in (5, 900)] == [1] * (n - 2)
+    assert await store.get("/t/partitions/5/state") == (b"s5", 0)
+    assert await store.get("/t/partitions/6/state") == (b"v6", 1)
+
+
+@contract
+async def test_a_guarded_batch_of_writes_that_mostly_fail_is_not_slow(store: MetadataStore) -> None:
+    """Creates of nodes that already exist (a controller retrying after a failover): every one
+    reports NodeExists, in a bounded number of rounds."""
+    await store.create("/epoch", b"1")
+    n = 600
+    items = [(f"/u/{p}/state", b"x") for p in range(n)]
+    assert await store.create_many(items, guard=("/epoch", 0)) == [None] * n
+    again = await store.create_many(items, guard=("/epoch", 0))
+    assert all(isinstance(r, NodeExists) for r in again)
