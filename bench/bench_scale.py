@@ -36,6 +36,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import shutil
 import tempfile
 import threading
 import time
@@ -320,6 +321,13 @@ def run_mode(mode: str, counts: list[int], args: argparse.Namespace) -> Result:
             _run(dep, res, counts, args)
         finally:
             dep.close()
+            if args.keep_logs:
+                keep = Path(args.keep_logs) / mode
+                keep.mkdir(parents=True, exist_ok=True)
+                for f in Path(tmp).rglob("*.log"):
+                    if f.name in ("broker.log", "zookeeper.out", "zookeeper.log"):
+                        shutil.copy(f, keep / f"{f.parent.name}-{f.name}")
+                print(f"broker logs kept in {keep}", flush=True)
     return res
 
 
@@ -416,6 +424,7 @@ def main() -> int:
     ap.add_argument("--acks", default="1")
     ap.add_argument("--rf", type=int, default=3, help="replication factor in cluster mode (default 3)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per phase (default 300)")
+    ap.add_argument("--keep-logs", metavar="DIR", help="copy the brokers' logs into DIR/<mode>/ at the end")
     args = ap.parse_args()
     counts = [int(c) for c in args.partitions.split(",") if c]
     modes = ["single", "cluster"] if args.mode == "both" else [args.mode]

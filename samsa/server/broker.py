@@ -125,9 +125,9 @@ class Broker:
             from samsa.metadata.zookeeper import ZooKeeperStore
 
             session_ms = int(self.config.get("zookeeper.session.timeout.ms"))
-            conn_ms = self.config.get("zookeeper.connection.timeout.ms")
+            # Attempts of at most 2 s each, retried (and said so) within zookeeper.connection.timeout.ms.
             self.store = await self._retrying("connecting", lambda: ZooKeeperStore.connect(
-                zk, session_timeout_ms=session_ms, connection_timeout_ms=conn_ms))
+                zk, session_timeout_ms=session_ms, connection_timeout_ms=2000))
             log.info("Connected to ZooKeeper at %s", zk)
         else:
             self.store = await EmbeddedStore.open(self.log_dirs[0] / METADATA_FILE,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -46,11 +48,64 @@ def test_duplicate_broker_id_is_refused(zk_server, broker_factory, tmp_path) -> 
     broker_factory(**{"zookeeper.connect": zk_server.hosts + chroot})
     twin = BrokerProcess(tmp_path / "twin", {"zookeeper.connect": zk_server.hosts + chroot})
     twin.proc = None
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-m", "samsa", "broker", "start", str(twin.config_path)],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0
     assert "broker.id 0 is already registered" in out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_start_up_waits_for_zookeeper_within_the_connection_timeout(broker_factory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A broker started before its ZooKeeper retries until it is there (within
+    zookeeper.connection.timeout.ms), then starts as usual."""
+    import threading
+    import time
+
+    from tests.zk.conftest import free_port, write_zoo_cfg, launcher_cmd, serving
+
+    port = free_port()
+    d = tmp_path / "late-zk"
+    d.mkdir()
+    cfg = write_zoo_cfg(d, port)
+    b = BrokerProcess(tmp_path / "b", {"zookeeper.connect": f"127.0.0.1:{port}/samsa-late",
+                                       "zookeeper.connection.timeout.ms": "30000",
+                                       "zookeeper.session.timeout.ms": "6000"})
+    zk_proc: list[subprocess.Popen[bytes]] = []
+
+    def start_zookeeper_late() -> None:
+        # Once the broker has tried and failed at least once (its log says it retries).
+        deadline = time.monotonic() + 30
+        while "retrying for up to" not in b.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(d / "zk.out", "wb") as out:
+            zk_proc.append(subprocess.Popen(launcher_cmd("start", str(cfg)), stdout=out, stderr=subprocess.STDOUT))
+
+    t = threading.Thread(target=start_zookeeper_late)
+    t.start()
+    try:
+        b.start(timeout=60)
+        t.join()
+        assert serving(port)
+        md = AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=10)
+        assert 0 in md.brokers
+        assert "ZooKeeper unreachable while connecting" in b.log_text()
+        assert b.stop() == 0
+    finally:
+        t.join()
+        if b.proc is not None and b.proc.poll() is None:
+            b.proc.kill()
+        for p in zk_proc:
+            p.terminate()
+            p.wait(10)
+
+
+def test_start_up_gives_up_on_zookeeper_with_one_clear_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.zk.conftest import free_port
+
+    b = BrokerProcess(tmp_path / "b", {"zookeeper.connect": f"127.0.0.1:{free_port()}",
+                                       "zookeeper.connection.timeout.ms": "1500"})
+    out = subprocess.run([sys.executable, "-m", "samsa", "broker", "start", str(b.config_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "zookeeper.connection.timeout.ms=1500" in out.stderr
     assert "Traceback" not in out.stderr + out.stdout
