@@ -54,3 +54,46 @@ class RateLimitedLog:
         self._last = {k: v for k, v in self._last.items() if now - v[0] < self.interval_s}
         if len(self._last) >= self._max_keys:
             self._last.clear()
+
+
+class BurstLog:
+    """Per-item lines (a partition's new role) that can come by the thousand (a topic of
+    10,000 partitions created, a broker restarted): the first `per_second` lines of each
+    second are logged as they come; past that, they are counted by kind and one summary
+    line per kind says how many were left out.
+
+        Leading t-0 (leader epoch 0, ISR [0, 1, 2])
+        ... and leading 3314 more partitions in the last 1.2 s
+    """
+
+    def __init__(self, logger: logging.Logger, per_second: int = 20,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.logger = logger
+        self.per_second = per_second
+        self._clock = clock
+        self._window = -1.0
+        self._in_window = 0
+        self._skipped: dict[str, int] = {}
+        self._skipped_since = 0.0
+
+    def note(self, kind: str, msg: str, *args: Any) -> None:
+        now = self._clock()
+        if now - self._window >= 1.0:
+            self.flush(now)
+            self._window, self._in_window = now, 0
+        if self._in_window < self.per_second:
+            self._in_window += 1
+            self.logger.info(msg, *args)
+            return
+        if not self._skipped:
+            self._skipped_since = now
+        self._skipped[kind] = self._skipped.get(kind, 0) + 1
+
+    def flush(self, now: float | None = None) -> None:
+        """Log the summary of what was left out (called at the next window, or by a timer)."""
+        if not self._skipped:
+            return
+        now = self._clock() if now is None else now
+        for kind, n in sorted(self._skipped.items()):
+            self.logger.info("... and %s %d more partitions in the last %.1f s", kind, n, now - self._skipped_since)
+        self._skipped.clear()

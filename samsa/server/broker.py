@@ -38,6 +38,7 @@ from samsa.handlers import HANDLER_MODULES
 from samsa.metadata import zkdata
 from samsa.metadata.embedded import EmbeddedStore
 from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, StoreError
+from samsa.ratelimit import BurstLog
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.dispatch import Dispatcher
@@ -53,7 +54,7 @@ from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
 from samsa.storage.log import Log
-from samsa.storage.log_manager import LogManager
+from samsa.storage.log_manager import LogManager, write_checkpoints
 
 log = logging.getLogger("samsa.broker")
 METADATA_FILE = "samsa-metadata.db"
@@ -91,6 +92,8 @@ class Broker:
         self.closing = False
         self._controller_probe: tuple[int, asyncio.Task[None]] | None = None
         self._timers: list[asyncio.TimerHandle] = []
+        self.role_log = BurstLog(log)
+        self._background: set[asyncio.Future[None]] = set()  # checkpoint writes in worker threads
         self._started = time.monotonic()
 
     @property
@@ -324,11 +327,12 @@ class Broker:
         role = part.apply_state(state, t.partitions[index])
         if role == "leader":
             self.fetchers.unfollow(part)
-            log.info("Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch, state.isr)
+            self.role_log.note("leading", "Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch, state.isr)
         elif role == "follower":
             self.fetchers.follow(part, state.leader, state.leader_epoch)
             if state.leader >= 0:
-                log.info("Following broker %d for %s (leader epoch %d)", state.leader, part, state.leader_epoch)
+                self.role_log.note("following", "Following broker %d for %s (leader epoch %d)", state.leader, part,
+                                   state.leader_epoch)
         if topic == OFFSETS_TOPIC and role is not None:
             self.groups.on_role(part)
 
@@ -342,13 +346,37 @@ class Broker:
             if out:
                 part.propose_isr([r for r in part.isr if r not in out])
 
+    def high_watermarks(self) -> list[tuple[Path, dict[tuple[str, int], int]]]:
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.log_dirs}
+        for k, p in self.replicas.partitions.items():
+            by_dir.setdefault(p.log.dir.parent, {})[k] = p.hw
+        return [(d / REPLICATION_OFFSET_CHECKPOINT, hws) for d, hws in by_dir.items()]
+
     def write_high_watermarks(self) -> None:
-        for d in self.log_dirs:
-            hws = {k: p.hw for k, p in self.replicas.partitions.items() if p.log.dir.parent == d}
-            try:
-                write_offsets(d / REPLICATION_OFFSET_CHECKPOINT, hws)
-            except OSError as e:
-                log.warning("Could not write %s: %s", d / REPLICATION_OFFSET_CHECKPOINT, e)
+        _write_checkpoints(self.high_watermarks())
+
+    def _in_background(self, snapshot: Callable[[], Any], write: Callable[[Any], None], what: str) -> Callable[[], None]:
+        """A timer body that takes `snapshot()` on the loop and has a worker thread `write` it
+        (skipped while the previous write of the same kind still runs)."""
+        running: list[bool] = [False]
+
+        def tick() -> None:
+            if running[0]:
+                return
+            data = snapshot()
+            running[0] = True
+            fut = self.loop.run_in_executor(None, write, data)
+            self._background.add(fut)
+
+            def done(f: asyncio.Future[None]) -> None:
+                running[0] = False
+                self._background.discard(f)
+                if not f.cancelled() and f.exception() is not None:
+                    log.warning("%s failed: %s", what, f.exception())
+
+            fut.add_done_callback(done)
+
+        return tick
 
     async def load_cluster(self, timeout_s: float = 30.0) -> None:
         """Follow the store and wait until this broker's view holds every existing topic and
@@ -415,10 +443,13 @@ class Broker:
         # when nothing is due, so it runs at least every second whatever the scheduler says.
         flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)
         self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
-        self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"), logs.checkpoint, "checkpoint")
-        self._every(self.config.get("replica.high.watermark.checkpoint.interval.ms"), self.write_high_watermarks,
+        self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
+                    self._in_background(logs.checkpoint_snapshot, write_checkpoints, "checkpoint"), "checkpoint")
+        self._every(self.config.get("replica.high.watermark.checkpoint.interval.ms"),
+                    self._in_background(self.high_watermarks, _write_checkpoints, "high watermark checkpoint"),
                     "high watermark checkpoint")
         self._every(max(int(self.config.get("replica.lag.time.max.ms")) // 2, 10), self.shrink_isrs, "ISR check")
+        self._every(1000, self.role_log.flush, "role change summary")
         self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact, "__consumer_offsets compaction")
 
     async def run(self) -> int:
@@ -506,6 +537,8 @@ class Broker:
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()
+        if self._background:  # a checkpoint being written: the final ones must come after it
+            await asyncio.wait(list(self._background))
         self.write_high_watermarks()
         if self.logs is not None:
             self.logs.shutdown()
@@ -513,6 +546,14 @@ class Broker:
             await self.store.close()
         if self.monitor is not None:
             self.monitor.stop()
+
+
+def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:
+    for path, offsets in snapshot:
+        try:
+            write_offsets(path, offsets)
+        except OSError as e:
+            log.warning("Could not write %s: %s", path, e)
 
 
 def run_broker(config: BrokerConfig) -> int:

@@ -245,10 +245,17 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery-point-offset-checkpoint and log-start-offset-checkpoint in every dir."""
+        write_checkpoints(self.checkpoint_snapshot())
+
+    def checkpoint_snapshot(self) -> list[tuple[Path, dict[TopicPartition, int]]]:
+        """What `checkpoint` writes, taken now (on the owner thread); `write_checkpoints`
+        writes it, anywhere (a worker thread, off the event loop)."""
+        out: list[tuple[Path, dict[TopicPartition, int]]] = []
         for d in self.log_dirs:
             here = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == d}
-            write_offsets(d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()})
-            write_offsets(d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()})
+            out.append((d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()}))
+            out.append((d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()}))
+        return out
 
     def cleanup(self, now_ms: int | None = None) -> int:
         """Retention over every log; segments deleted."""
@@ -321,6 +328,11 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
+
+
+def write_checkpoints(snapshot: list[tuple[Path, dict[TopicPartition, int]]]) -> None:
+    for path, offsets in snapshot:
+        write_offsets(path, offsets)
 
 
 def _fsync_dir(path: Path) -> None:
