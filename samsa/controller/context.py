@@ -7,12 +7,16 @@ Tests hand it a context of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from samsa.controller.event_queue import EventQueue
 from samsa.metadata.store import MetadataStore
-from samsa.metadata.zkdata import PartitionState
+from samsa.metadata.zkdata import PartitionState, TopicAssignment
+
+TP = tuple[str, int]
+Decide = Callable[[str, int, list[int], "PartitionState | None"], "PartitionState | None"]
 
 
 class ClusterState(Protocol):
@@ -29,3 +33,23 @@ class ControllerContext:
     config: Callable[[str], Any]  # broker config values, read when used (dynamic configs apply)
     topic_config: Callable[[str, str], object]  # (topic, key) -> the topic's effective value
     inter_broker_listener: str
+
+
+class ControllerCore(Protocol):
+    """What the controller's operations (operations.py) use of the controller itself."""
+
+    ctx: ControllerContext
+    active: bool
+    live: set[int] | None
+    shutting_down: set[int]
+    assignments: dict[str, TopicAssignment]
+    events: EventQueue
+
+    @property
+    def store(self) -> MetadataStore: ...
+
+    async def update_states(self, keys: Iterable[TP], decide: Decide,
+                            fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, PartitionState]: ...
+    def all_partitions(self) -> list[TP]: ...
+    async def elect_offline(self, keys: Iterable[TP], why: str,
+                            fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, PartitionState]: ...

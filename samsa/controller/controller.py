@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from samsa.controller.context import ControllerContext
+from samsa.controller.context import TP, ControllerContext, Decide
 from samsa.controller.decisions import elect_for_controlled_shutdown, offline_election
 from samsa.controller.event_queue import EventQueue
 from samsa.controller.operations import Operations
@@ -49,8 +49,6 @@ from samsa.metadata.store import BadVersion, Fenced, MetadataStore, NodeExists, 
 
 log = logging.getLogger("samsa.controller")
 
-TP = tuple[str, int]
-Decide = Callable[[str, int, list[int], "zkdata.PartitionState | None"], "zkdata.PartitionState | None"]
 
 
 async def probe_until_refused(endpoint: Callable[[], tuple[str, int] | None], keep_going: Callable[[], bool]) -> bool:

@@ -9,8 +9,8 @@ that the answer agrees with the next Metadata) happens outside the queue.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
+from samsa.controller.context import ControllerCore
 from samsa.controller.decisions import (
     AssignmentError,
     elect_for_reassignment,
@@ -23,9 +23,6 @@ from samsa.metadata import zkdata
 from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from samsa.controller.controller import Controller
-
 log = logging.getLogger("samsa.controller")
 
 TP = tuple[str, int]
@@ -33,7 +30,7 @@ Outcome = dict[TP, tuple[int, str | None]]
 
 
 class Operations:
-    def __init__(self, controller: "Controller") -> None:
+    def __init__(self, controller: ControllerCore) -> None:
         self.c = controller
 
     # -- preferred leaders ------------------------------------------------------------------------
