@@ -105,20 +105,31 @@ def main() -> int:
         run = FaultRun(c, fabric, zk, topic, args.partitions, session_s, interval=1 / args.rate)
         run.warm_up()
         unhealed = 0
-        for k in range(args.faults):
-            kind, p = rng.choice(kinds), rng.randrange(args.partitions)
-            r = run.inject(kind, p, zk_down_s=rng.uniform(0.5, 2.0) * session_s)
-            say(f"[{k + 1:>3}/{args.faults}] +{r.into_run:6.0f}s acked {run.producer.acked_count:>8} {r.line()}")
-            unhealed = unhealed + 1 if r.healed_s is None else 0
-            if unhealed >= 2:
-                say("# the cluster did not heal after two faults in a row: stopping here")
-                break
-            time.sleep(rng.uniform(*pause))  # the interval between faults is itself random
+        try:
+            for k in range(args.faults):
+                kind, p = rng.choice(kinds), rng.randrange(args.partitions)
+                r = run.inject(kind, p, zk_down_s=rng.uniform(0.5, 2.0) * session_s)
+                say(f"[{k + 1:>3}/{args.faults}] +{r.into_run:6.0f}s acked {run.producer.acked_count:>8} {r.line()}")
+                unhealed = unhealed + 1 if r.healed_s is None else 0
+                if unhealed >= 2:
+                    say("# the cluster did not heal after two faults in a row: stopping here")
+                    break
+                time.sleep(rng.uniform(*pause))  # the interval between faults is itself random
+        except KeyboardInterrupt as e:
+            say(f"# interrupted ({e}) after {len(run.results)} faults; nothing read back")
+            say(summary(run.results, run, "acked=? lost=? dup=? reordered=? identical=?"))
+            return 130
         say("# stopping the producer, reading everything back, comparing the replicas")
-        v = run.finish()
         results = run.results
         bad = [r for r in results if not r.ok]
         report = workdir / "report.txt"
+        try:
+            v = run.finish()
+        except Exception as e:  # noqa: BLE001 - the cluster is too broken to read back: say so, with the rest
+            report.write_text("\n\n".join([*(r.describe() for r in bad), f"reading back failed: {e}"]) + "\n")
+            say(f"# reading back failed: {str(e).splitlines()[0]} (details in {report})")
+            say(summary(results, run, "acked=? lost=? dup=? reordered=? identical=?"))
+            return 1
         report.write_text("\n\n".join([*(r.describe() for r in bad), *v.problems()]) + "\n")
         for line in v.problems():
             say(f"# {line}")

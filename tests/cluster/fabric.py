@@ -4,16 +4,18 @@ Two placements, one interface (`place(i)` for the brokers, `zk_host`/`zk_wrap` f
 `isolate(i)`/`heal(i)`):
 
 - `NetnsFabric`: ZooKeeper and each broker in a network namespace of their own, each joined by
-  a veth pair to one bridge in the host namespace that carries the subnet 10.213.X.0/24:
+  a veth pair to one bridge, which lives in a namespace of its own too ("net"); the host
+  namespace (the test itself: its clients, its kazoo) joins that bridge by one more veth pair,
+  its only interface of the fabric, on the subnet 10.213.X.0/24:
 
-      host (the test: clients, kazoo)  10.213.X.1 ── bridge ─┬─ veth ── ns zk   10.213.X.2  ZooKeeper
-                                                            ├─ veth ── ns b0   10.213.X.10 broker 0
-                                                            └─ veth ── ns b1   10.213.X.11 broker 1 ...
+      host sf<pid><k> 10.213.X.1 ══ veth ══ ns net: bridge br0 ─┬─ veth ── ns zk  10.213.X.2   ZooKeeper
+                                                                ├─ veth ── ns b0  10.213.X.10  broker 0
+                                                                └─ veth ── ns b1  10.213.X.11  broker 1 ...
 
-  Brokers reach each other and the host over the bridge (layer 2: no IP forwarding, no host
-  firewall involved). `isolate(i)` adds two /32 routes: in broker i's namespace, ZooKeeper's
-  address through an `ifb` device, and in ZooKeeper's namespace, broker i's address through
-  another. An ifb device discards every packet routed to it (it only forwards what tc
+  Everyone reaches everyone over the bridge (layer 2: no IP forwarding, and the host's own
+  firewall or bridge-netfilter settings do not apply in the bridge's namespace). `isolate(i)`
+  adds two /32 routes: in broker i's namespace, ZooKeeper's address through an `ifb` device,
+  and in ZooKeeper's namespace, broker i's address through another. An ifb device discards every packet routed to it (it only forwards what tc
   redirected to it), so both directions go silent as in a real partition: connect() hangs,
   established connections stall (and resume if healed in time), nobody gets an error. Nothing
   else changes: broker i still reaches the clients and the other brokers, and ZooKeeper
@@ -28,9 +30,10 @@ dummy interfaces; iproute2, namespaces, veth, bridge and ifb are there. A route 
 narrowest possible cut (one address in one namespace) and needs no port matching. With the
 `nftables` package installed, an `nft` drop rule in the broker's namespace would do the same.
 
-Everything is named after the test process's pid (`samsa-faults-<pid><k>-*` namespaces, `sf<pid><k>*`
-links) and removed by `close()`, also at interpreter exit; a later fabric removes the leftovers of
-dead test processes (only those with no process inside: it never kills anything it did not start).
+Everything is named after the test process's pid (`samsa-faults-<pid><k>-*` namespaces, the
+host's link `sf<pid><k>`) and removed by `close()`, also at interpreter exit; a later fabric
+removes the leftovers of dead test processes (only those with no process inside: it never kills
+anything it did not start).
 """
 
 from __future__ import annotations
@@ -106,8 +109,7 @@ class NetnsFabric:
         tag = f"{pid}{chr(ord('a') + NetnsFabric._made % 26)}"
         NetnsFabric._made += 1
         self.ns_base = f"{NS_PREFIX}{tag}-"
-        self.link_base = f"{LINK_PREFIX}{tag}"  # at most 2 + 7 + 1 + 2 characters: IFNAMSIZ is 16
-        self.bridge = self.link_base + "br"
+        self.host_link = f"{LINK_PREFIX}{tag}"  # the host's end; at most 2 + 7 + 1 characters (IFNAMSIZ 16)
         self.namespaces: list[str] = []
         self.links: list[str] = []
         self.isolated: set[int] = set()
@@ -155,24 +157,29 @@ class NetnsFabric:
         return self.broker_addr(i), self._wrap(self.ns(f"b{i}"))
 
     def describe(self) -> str:
-        return (f"network namespaces {self.ns_base}{{zk,b0..b{self.n - 1}}} on bridge {self.bridge} "
+        return (f"network namespaces {self.ns_base}{{net,zk,b0..b{self.n - 1}}}, the host on {self.host_link} "
                 f"({self.subnet}.0/24; ZooKeeper {self.zk_host}, brokers {self.broker_addr(0)}..)")
 
     # --- building and removing ------------------------------------------------------------------
     def _build(self) -> None:
-        _ip("link", "add", self.bridge, "type", "bridge")
-        self.links.append(self.bridge)
-        _ip("addr", "add", f"{self.host_addr}/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        net = self.ns("net")
+        _ip("netns", "add", net)
+        self.namespaces.append(net)
+        _ip("-n", net, "link", "add", "br0", "type", "bridge")
+        _ip("-n", net, "link", "set", "br0", "up")
+        _ip("link", "add", self.host_link, "type", "veth", "peer", "name", "host", "netns", net)
+        self.links.append(self.host_link)
+        _ip("-n", net, "link", "set", "host", "master", "br0")
+        _ip("-n", net, "link", "set", "host", "up")
+        _ip("addr", "add", f"{self.host_addr}/24", "dev", self.host_link)
+        _ip("link", "set", self.host_link, "up")
         for role, last in [("zk", 2), *((f"b{i}", 10 + i) for i in range(self.n))]:
             ns = self.ns(role)
             _ip("netns", "add", ns)
             self.namespaces.append(ns)
-            host_end = self.link_base + (role if role != "zk" else "zk")
-            _ip("link", "add", host_end, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            self.links.append(host_end)
-            _ip("link", "set", host_end, "master", self.bridge)
-            _ip("link", "set", host_end, "up")
+            _ip("-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", role, "netns", net)
+            _ip("-n", net, "link", "set", role, "master", "br0")
+            _ip("-n", net, "link", "set", role, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "addr", "add", f"{self._addr(last)}/24", "dev", "eth0")
             _ip("-n", ns, "link", "set", "eth0", "up")
@@ -194,7 +201,7 @@ class NetnsFabric:
                     break
                 except OSError as e:
                     if time.monotonic() > deadline:
-                        raise OSError(f"{addr} unreachable over {self.bridge}: {e}") from e
+                        raise OSError(f"{addr} unreachable from the host over {self.host_link}: {e}") from e
                     time.sleep(0.05)  # polling the kernel: no event to await
 
     def close(self) -> None:
@@ -261,14 +268,16 @@ def _remove_leftovers() -> None:
             continue
         for ns in names:
             _ip("netns", "del", ns, check=False)
-        link_base = LINK_PREFIX + base[len(NS_PREFIX):]
-        links = _ip("-o", "link", "show", check=False).stdout
-        for name in re.findall(rf"^\d+: ({re.escape(link_base)}\w*)[@:]", links, re.MULTILINE):
-            _ip("link", "del", name, check=False)
+        host_link = LINK_PREFIX + base[len(NS_PREFIX):]
+        if _ip("link", "show", host_link, check=False).returncode == 0:
+            _ip("link", "del", host_link, check=False)
 
 
 def make_fabric(n: int) -> NetnsFabric | Loopback:
-    """Namespaces if this process may make them, else loopback with the reason why not."""
+    """Namespaces if this process may make them, else loopback with the reason why not
+    (`SAMSA_FAULTS_LOOPBACK=1` asks for loopback)."""
+    if os.environ.get("SAMSA_FAULTS_LOOPBACK") == "1":
+        return Loopback("SAMSA_FAULTS_LOOPBACK=1 asked for loopback")
     if os.geteuid() != 0:
         return Loopback("needs root (CAP_NET_ADMIN) to make network namespaces; running as uid "
                         f"{os.geteuid()}")

@@ -38,6 +38,7 @@ PARTITIONS = 2
 @pytest.fixture(scope="module")
 def fabric() -> Iterator[NetnsFabric | Loopback]:
     f = make_fabric(3)
+    print(f"\nfault tests on {f.describe()}")
     yield f
     f.close()
 
@@ -67,7 +68,7 @@ def test_fault(kind: str, fabric: NetnsFabric | Loopback, zookeeper: ZooKeeperPr
         topic = f"faults-{uuid.uuid4().hex[:8]}"
         c.create_topic(topic, configs={"min.insync.replicas": "2"}, assignment=[[a, ctl, b], [a, b, ctl]])
         run = FaultRun(c, fabric, zookeeper, topic, PARTITIONS, SESSION_S, log=print)
-        print(f"\n{fabric.describe()}")
+        print()
         run.warm_up()
         r = run.inject(kind, p=0, zk_down_s=1.5 * SESSION_S)
         v = run.finish()
