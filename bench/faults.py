@@ -131,6 +131,8 @@ def main() -> int:
             say(summary(results, run, "acked=? lost=? dup=? reordered=? identical=?"))
             return 1
         report.write_text("\n\n".join([*(r.describe() for r in bad), *v.problems()]) + "\n")
+        say(f"# {v.produced} records produced, {v.acked} acknowledged ({v.acked_without_offset} without an offset, "
+            f"found by sequence number), {len(v.failed)} failed, {v.unacked_stored} stored without an acknowledgement")
         for line in v.problems():
             say(f"# {line}")
         if bad or v.problems():

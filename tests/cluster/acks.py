@@ -72,7 +72,11 @@ class FaultProducer:
         self.outstanding[p] -= 1  # (delivery reports run in this producer's thread, in poll())
         with self.cond:
             if err is None:
-                self.acked[p].append((seq, msg.offset()))
+                # librdkafka reports some records delivered without an offset: those of a request
+                # that timed out when a later one of the same producer succeeded (they must be in
+                # the log, before it). Kept as -1 and checked by their sequence number.
+                offset = msg.offset()
+                self.acked[p].append((seq, -1 if offset is None or offset < 0 else offset))
                 self.ack_times[p].append(now)
             else:
                 self.failed.append((p, seq, err))

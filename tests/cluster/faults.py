@@ -132,6 +132,7 @@ class Verdict:
     reordered: list[tuple[int, int, int, int]]  # partition, offset, seq, seq before it
     alien: list[tuple[int, int, bytes | None]]  # partition, offset, value never produced
     unacked_stored: int  # records in the log whose delivery was not reported as a success
+    acked_without_offset: int  # reported delivered with no offset (found by sequence number instead)
     diffs: list[str]
 
     @property
@@ -426,7 +427,7 @@ class FaultRun:
         n_acked = sum(len(v) for v in acked.values())
         log = self.c.consume_all(self.topic, self.partitions, timeout=120 + n_acked / 2000)
         lost, dup, reordered, alien = [], [], [], []
-        unacked = 0
+        unacked = no_offset = 0
         for p in self.partitions:
             at: dict[int, bytes | None] = {}
             seqs: list[int] = []
@@ -445,7 +446,13 @@ class FaultRun:
                 if s not in acked[p]:
                     unacked += 1
             dup += [(p, s, k) for s, k in Counter(seqs).items() if k > 1]
+            present = set(seqs)
             for s, off in sorted(acked[p].items()):
+                if off < 0:  # acknowledged without an offset: it must be in the log somewhere
+                    no_offset += 1
+                    if s not in present:
+                        lost.append((p, s, off, "not anywhere in the log"))
+                    continue
                 found = at.get(off)
                 if found != b"%010d" % s:
                     lost.append((p, s, off, "nothing" if found is None else found.decode(errors="replace")))
@@ -457,7 +464,8 @@ class FaultRun:
             acked=n_acked, produced=sum(prod.produced.values()),
             failed=[(p, s, e.str()) for p, s, e in prod.failed], undelivered=prod.left,
             fatal=[e.str() for e in prod.client_errors if e.fatal()],
-            lost=lost, dup=sorted(dup), reordered=reordered, alien=alien, unacked_stored=unacked, diffs=diffs)
+            lost=lost, dup=sorted(dup), reordered=reordered, alien=alien, unacked_stored=unacked,
+            acked_without_offset=no_offset, diffs=diffs)
 
     def log_files(self) -> list[Path]:
         return [b.log_path for b in self.c.brokers] + [self.zk.log_path, self.producer.client_log]

@@ -72,8 +72,8 @@ def test_fault(kind: str, fabric: NetnsFabric | Loopback, zookeeper: ZooKeeperPr
         run.warm_up()
         r = run.inject(kind, p=0, zk_down_s=1.5 * SESSION_S)
         v = run.finish()
-        print(f"acked {v.acked} of {v.produced}, lost {len(v.lost)}, dup {len(v.dup)}, reordered "
-              f"{len(v.reordered)}, identical {'yes' if v.identical else 'no'}")
+        print(f"acked {v.acked} of {v.produced} ({v.acked_without_offset} without an offset), lost {len(v.lost)}, "
+              f"dup {len(v.dup)}, reordered {len(v.reordered)}, identical {'yes' if v.identical else 'no'}")
         problems = list(r.problems)
         if r.over_bound:
             problems.append(f"the longest gap between acknowledgements, {r.gap_s:.2f} s on partition "
