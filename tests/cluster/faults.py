@@ -106,7 +106,7 @@ class FaultResult:
         lines = [
             f"{self.kind} of {self.target} ({self.roles}) at {_clock(self.wall)} (+{self.into_run:.1f} s into the run):",
             (f"  longest gap between acknowledgements: {self.gap_s:.2f} s on partition {self.gap_partition}, "
-             f"from +{self.gap_from_s:.2f} s to +{self.gap_from_s + self.gap_s:.2f} s after the fault "
+             f"from {self.gap_from_s:+.2f} s to {self.gap_from_s + self.gap_s:+.2f} s after the fault "
              f"(bound {self.bound:.1f} s = ZooKeeper session + {GAP_SLACK:.0f} s)"
              + (" -- OVER THE BOUND" if self.over_bound else "")),
             "  per partition: " + ", ".join(f"p{p} {g:.2f} s" for p, g in sorted(self.gaps.items())),
