@@ -281,9 +281,17 @@ class FaultRun:
         c, t = self.c, self.topic
         before: list[str] = []
         if self._until(lambda: self.unhealthy() is None, 60) is None:
-            before.append(f"cluster not healthy before the fault: {self.unhealthy()}")
-        b = None if kind == "kill9_zookeeper" else self.pick_target(kind, p)
-        roles = "ZooKeeper" if b is None else self.roles(b)
+            before.append(f"cluster not healthy before the fault: {self._safe_unhealthy()}")
+        try:
+            b = None if kind == "kill9_zookeeper" else self.pick_target(kind, p)
+            roles = "ZooKeeper" if b is None else self.roles(b)
+        except Exception as e:  # noqa: BLE001 - no leader, ZooKeeper unreachable: this fault cannot be made
+            now = time.monotonic()
+            r = FaultResult(kind, "?", "?", now, time.time(), now - self.t_start, self.bound,
+                            problems=[*before, f"no target for {kind} on partition {p}: {e!r}"])
+            self.results.append(r)
+            self.log(r.line())
+            return r
         led = [q for q in self.partitions if b is not None and c.leader_of(t, q) == b]
         ctl_epoch = c.controller_epoch() or 0
 
