@@ -323,7 +323,7 @@ class ZooKeeperProcess:
             f"clientPort={self.port}\n"
             f"clientPortAddress={host}\n"
             "admin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr\n"
+            "4lw.commands.whitelist=ruok,srvr,cons\n"
         )
         self.log_path = workdir / "zookeeper.out"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -347,6 +347,18 @@ class ZooKeeperProcess:
                 raise RuntimeError(f"ZooKeeper not serving after {timeout} s: see {self.log_path}")
             time.sleep(0.02)  # polling its port: a separate process
         return self
+
+    def connected_sessions(self) -> set[int]:
+        """The ids of the sessions that have a live connection to the server right now (`cons`):
+        a broker whose registration's session is not among them is still reconnecting, although
+        its ephemeral node is still there. Raises OSError when the server does not answer."""
+        with socket.create_connection((self.host, self.port), timeout=2) as s:
+            s.settimeout(2)
+            s.sendall(b"cons")
+            reply = b""
+            while chunk := s.recv(65536):
+                reply += chunk
+        return {int(sid, 16) for sid in re.findall(rb"sid=0x([0-9a-f]+)", reply)}
 
     def ensure_running(self) -> None:
         if not self.alive():

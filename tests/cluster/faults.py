@@ -15,8 +15,10 @@ number, offset and the time its delivery report arrived. `FaultRun.inject(kind)`
   3. keeps the fault in place until every partition takes acknowledged writes again (or until
      the bound below has passed: then the gap is over the bound anyway);
   4. heals (start the killed broker, SIGCONT, remove the isolation) and waits until every
-     broker is registered, a controller exists and every partition has its full ISR, then
-     until every partition has acknowledged writes again; that is the end of the fault's window.
+     broker is registered by a session that is connected to ZooKeeper (its `cons`: a broker
+     still reconnecting keeps its node until its session expires, and that would land on the
+     next fault), a controller exists and every partition has its full ISR, then until every
+     partition has acknowledged writes again; that is the end of the fault's window.
 
 The measure is the longest gap between two consecutive acknowledgements of one partition in
 the window [t0, end] (counting from the last acknowledgement before t0, and up to `end`), and
@@ -179,14 +181,14 @@ class FaultRun:
         self.down: set[int] = set()  # brokers stopped on purpose or found dead: started when healing
         self.results: list[FaultResult] = []
         self._current: FaultResult | None = None
-        self.timeline = Timeline(cluster.zk, cluster.chroot, topic, self.partitions).start()
+        self.timeline = Timeline(cluster.zk, cluster.chroot, topic, self.partitions, zk.connected_sessions).start()
         self.producer = FaultProducer(cluster.bootstrap, topic, partitions,
                                       cluster.root / f"client-{topic}.log", interval=interval).start()
 
     # --- observing ------------------------------------------------------------------------------
     def unhealthy(self) -> str | None:
-        """None when every broker runs and is registered, a controller exists and every partition
-        has a leader and its full ISR; else what is missing."""
+        """None when every broker runs, is registered and connected to ZooKeeper, a controller exists
+        and every partition has a leader and its full ISR; else what is missing."""
         c = self.c
         if not self.zk.alive():
             return "ZooKeeper is down"
@@ -199,6 +201,11 @@ class FaultRun:
         registered = c.registered()
         if registered != set(range(c.n)):
             return f"registered in ZooKeeper: {sorted(registered)}"
+        connected = self.zk.connected_sessions()
+        owners = {i: c.zk.exists(f"{c.chroot}/brokers/ids/{i}") for i in range(c.n)}
+        stale = [i for i, st in owners.items() if st is None or st.ephemeralOwner not in connected]
+        if stale:
+            return f"brokers {stale} registered by a session with no connection to ZooKeeper (reconnecting)"
         if c.controller() is None:
             return "no controller"
         assignment = c.assignment(self.topic)
@@ -381,7 +388,7 @@ class FaultRun:
             r.problems.append(f"not healed 90 s after healing began: {self._safe_unhealthy()}")
             self._restart_down(r)  # a broker that died meanwhile
         else:
-            note("healed: every broker registered, a controller, every ISR full", healed)
+            note("healed: every broker registered and connected, a controller, every ISR full", healed)
         r.healed_s = None if healed is None else healed - t0
         end = self.producer.wait_acks(healed or time.monotonic(), RESUMED_ACKS, time.monotonic() + 30)
         if end is None:
@@ -397,6 +404,7 @@ class FaultRun:
         for q, (g, start) in gaps.items():
             if g > self.bound:
                 note(f"(p{q}: no acknowledgement from here for {g:.2f} s)", start)
+        self.timeline.sync()
         r.timeline = self.timeline.between(t0, end)
         self._current = None
         self.results.append(r)

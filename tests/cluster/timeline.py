@@ -1,7 +1,7 @@
 """What the cluster looked like from outside, change by change, for failure messages: a thread
-that reads the cluster's ZooKeeper state every 100 ms (registered brokers, controller, each
-partition's leader, leader epoch and ISR) and records each change with its time, next to the
-harness's own actions (`note`).
+that reads the cluster's ZooKeeper state every 100 ms (registered brokers and whether their
+sessions are connected, controller, each partition's leader, leader epoch and ISR) and records
+each change with its time, next to the harness's own actions (`note`).
 
 It reads through the test's kazoo client with a timeout on every call, so a ZooKeeper outage is
 itself recorded ("ZooKeeper unreachable from the test") instead of blocking the thread.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -21,14 +22,18 @@ PERIOD = 0.1  # polling: ZooKeeper's state lives in another process; watches wou
 
 
 class Timeline:
-    def __init__(self, zk: KazooClient, chroot: str, topic: str, partitions: list[int]) -> None:
+    def __init__(self, zk: KazooClient, chroot: str, topic: str, partitions: list[int],
+                 connected_sessions: Callable[[], set[int]] | None = None) -> None:
         self.zk = zk
+        self.connected_sessions = connected_sessions
         self.chroot = chroot
         self.topic = topic
         self.partitions = partitions
         self.lock = threading.Lock()
         self.events: list[tuple[float, str, str]] = []  # (monotonic, key, text)
         self._last: dict[str, Any] = {}
+        self._rounds = 0  # completed reads, under self.lock
+        self._round_done = threading.Condition(self.lock)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="zk-timeline", daemon=True)
 
@@ -43,6 +48,12 @@ class Timeline:
     def note(self, text: str, at: float | None = None, key: str = "harness") -> None:
         with self.lock:
             self.events.append((time.monotonic() if at is None else at, key, text))
+
+    def sync(self, timeout: float = 3.0) -> None:
+        """Until a read that began after this call has been recorded."""
+        with self._round_done:
+            target = self._rounds + 2
+            self._round_done.wait_for(lambda: self._rounds >= target or not self._thread.is_alive(), timeout)
 
     def between(self, t0: float, end: float, limit: int = 60) -> list[str]:
         """The state just before t0 - 1 s, then the events in [t0 - 1 s, end], as lines
@@ -73,7 +84,12 @@ class Timeline:
             return []
 
     def _read(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"registered": sorted(int(c) for c in self._children("/brokers/ids"))}
+        registered = sorted(int(c) for c in self._children("/brokers/ids"))
+        state: dict[str, Any] = {"registered": registered}
+        if self.connected_sessions is not None:
+            connected = self.connected_sessions()
+            owners = {i: self.zk.exists_async(f"{self.chroot}/brokers/ids/{i}").get(timeout=1.0) for i in registered}
+            state["sessions"] = [i for i, st in owners.items() if st is None or st.ephemeralOwner not in connected]
         raw = self._get("/controller")
         epoch = self._get("/controller_epoch")
         state["controller"] = (None if raw is None else int(json.loads(raw)["brokerid"]),
@@ -90,6 +106,9 @@ class Timeline:
             parts = ([f"broker {', '.join(map(str, gone))} gone from /brokers/ids"] if gone else []) + \
                     ([f"broker {', '.join(map(str, came))} registered"] if came else [])
             return "; ".join(parts) + f" (registered: {new})"
+        if key == "sessions":
+            return (f"registered but without a connection to ZooKeeper: broker {', '.join(map(str, new))}" if new
+                    else "every registered broker connected to ZooKeeper")
         if key == "controller":
             return "no controller" if new[0] is None else f"controller: broker {new[0]} (epoch {new[1]})"
         if new is None:
@@ -114,4 +133,7 @@ class Timeline:
                     if key not in self._last or self._last[key] != value:
                         self.note(self._describe(key, self._last.get(key), value), t, key)
                         self._last[key] = value
+            with self._round_done:
+                self._rounds += 1
+                self._round_done.notify_all()
             self._stop.wait(PERIOD)
