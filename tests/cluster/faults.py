@@ -489,7 +489,7 @@ class FaultRun:
     def keep_logs(self, name: str, results: list[FaultResult]) -> Path:
         """Copy every log to a directory that outlives pytest's rotation of its temporary
         directories ($SAMSA_FAULTS_LOGS, default <tmp>/samsa-faults-logs), point the results
-        at the copies; the directory."""
+        at the copies and write their descriptions there (report.txt); the directory."""
         root = Path(os.environ.get("SAMSA_FAULTS_LOGS") or Path(tempfile.gettempdir()) / "samsa-faults-logs")
         dest = root / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
         dest.mkdir(parents=True, exist_ok=True)
@@ -501,6 +501,7 @@ class FaultRun:
             copies[str(src)] = str(target)
         for r in results:
             r.logs = [copies.get(path, path) for path in r.logs]
+        (dest / "report.txt").write_text("\n\n".join(r.describe() for r in results) + "\n")
         return dest
 
     def close(self) -> None:
