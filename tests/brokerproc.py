@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -18,18 +19,26 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    """One `samsa broker start` child with its own config file and log dir."""
+    """One `samsa broker start` child with its own config file and log dir.
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, port: int | None = None):
+    `host` is the address it listens on and is reached at; `wrap` is a command prefix the
+    process is started through (e.g. `nsenter --net=...` to run it in a network namespace; the
+    prefix must exec the broker, so that the child's pid is the broker's).
+    """
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, port: int | None = None,
+                 host: str = "127.0.0.1", wrap: Sequence[str] = ()):
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
+        self.host = host
+        self.wrap = list(wrap)
         self.log_dir = workdir / "data"
         self.config_path = workdir / "server.properties"
         self.log_path = workdir / "broker.log"
         props = {
             "broker.id": "0",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "listeners": f"PLAINTEXT://{host}:{self.port}",
             "log.dirs": str(self.log_dir),
             "num.partitions": "1",
             "auto.create.topics.enable": "true",
@@ -41,12 +50,12 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0) -> "BrokerProcess":
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "samsa", "broker", "start", str(self.config_path)],
+            [*self.wrap, sys.executable, "-m", "samsa", "broker", "start", str(self.config_path)],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -57,7 +66,7 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_text()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                with socket.create_connection((self.host, self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.02)  # polling for the port: there is no event to await across processes

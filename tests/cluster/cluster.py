@@ -49,8 +49,14 @@ def _key(k: str) -> str:
     return k if "." in k else k.replace("_", ".")
 
 
+# Where broker i runs: the address it listens on and a command prefix to start it through
+# (e.g. into a network namespace of its own); by default 127.0.0.1, started directly.
+Placement = Callable[[int], tuple[str, list[str]]]
+
+
 class Cluster:
-    def __init__(self, root: Path, zk_hosts: str, n: int = 3, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, root: Path, zk_hosts: str, n: int = 3, overrides: dict[str, Any] | None = None,
+                 place: Placement | None = None) -> None:
         self.root = root
         self.chroot = f"/samsa-{uuid.uuid4().hex[:10]}"
         self.zk_connect = zk_hosts + self.chroot
@@ -59,7 +65,8 @@ class Cluster:
         self.paused: set[int] = set()
         for i in range(n):
             props = {**DEFAULTS, **self.overrides, "broker.id": str(i), "zookeeper.connect": self.zk_connect}
-            self.brokers.append(BrokerProcess(root / f"broker{i}", props, port=free_port()))
+            host, wrap = place(i) if place is not None else ("127.0.0.1", [])
+            self.brokers.append(BrokerProcess(root / f"broker{i}", props, port=free_port(), host=host, wrap=wrap))
         # The test's own ZooKeeper client, outside the chroot: it must work before a broker has
         # created the chroot and after every broker is gone.
         self.zk = KazooClient(hosts=zk_hosts, timeout=10)
