@@ -423,6 +423,13 @@ class Listener:
             self.connections.add(conn)
             conn.start()
 
+    def close_connections(self) -> int:
+        """Close every connection (the listener goes on accepting); returns how many."""
+        conns = list(self.connections)
+        for conn in conns:
+            conn.close()
+        return len(conns)
+
     def close(self) -> None:
         if self.sock is not None:
             self.loop.remove_reader(self.sock.fileno())

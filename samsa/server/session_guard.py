@@ -209,7 +209,12 @@ class SessionGuard:
                     b.groups.on_role(part)
         if fenced:
             self.fenced_for_disconnection = True
+            # A client asks the brokers it is connected to where the leaders are, and this one
+            # can only say "not here": drop the connections, so that clients reconnect and ask
+            # the other brokers, which follow ZooKeeper and know the new leaders.
+            dropped = sum(lst.close_connections() for lst in b.listeners)
             log.warning("Cut off from ZooKeeper for %.1f s (session timeout %d ms): its session may have expired "
-                        "and other replicas may lead; stopped leading %d partitions until it is back",
-                        disconnected_s, self.session_timeout_ms, fenced)
+                        "and other replicas may lead; stopped leading %d partitions until it is back, and closed "
+                        "%d client connections so that their clients look the leaders up elsewhere",
+                        disconnected_s, self.session_timeout_ms, fenced, dropped)
         return fenced

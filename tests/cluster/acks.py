@@ -33,7 +33,7 @@ class FaultProducer:
         handler = logging.FileHandler(client_log)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.INFO)
+        log.setLevel(logging.DEBUG if os.environ.get("SAMSA_TEST_RDKAFKA_DEBUG") else logging.INFO)
         self._log_handler = handler
         self.client_log = client_log
         self.producer = Producer({
