@@ -31,7 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from kazoo.client import KazooClient  # noqa: E402
 
 from tests.brokerproc import BrokerProcess, free_port  # noqa: E402
-from tests.zk.conftest import launcher_cmd, ruok, write_zoo_cfg  # noqa: E402
+from tests.zk.conftest import launcher_cmd, serving, write_zoo_cfg  # noqa: E402
 
 
 def start_zookeeper(d: Path) -> tuple[subprocess.Popen[bytes], int]:
@@ -39,7 +39,7 @@ def start_zookeeper(d: Path) -> tuple[subprocess.Popen[bytes], int]:
     cfg = write_zoo_cfg(d, port)
     proc = subprocess.Popen(launcher_cmd("start", str(cfg)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
-    while not ruok(port):
+    while not serving(port):
         if time.monotonic() > deadline:
             raise SystemExit("ZooKeeper did not start")
         time.sleep(0.05)
