@@ -202,8 +202,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty fraction of a log that triggers compaction.",
        between(0, 1), dynamic=True),
     _b("log.preallocate", "boolean", False, "Preallocate segment files.", dynamic=True),
-    _b("num.recovery.threads.per.data.dir", "int", 1, "Threads per data dir for recovery at startup.", at_least(1),
-       dynamic=True),
+    _b("num.recovery.threads.per.data.dir", "int", 1,
+       "Threads per data dir that open the logs at startup (recovering them after an unclean stop) and flush them at "
+       "shutdown.", at_least(1), dynamic=True),
     _b("message.max.bytes", "int", 1048588, "Largest record batch accepted.", at_least(0), dynamic=True),
     _b("log.message.timestamp.type", "string", "CreateTime",
        "Timestamp stored on records: CreateTime or LogAppendTime.", OneOf(TIMESTAMP_TYPES), dynamic=True),

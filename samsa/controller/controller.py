@@ -35,6 +35,7 @@ functions of `decisions`; the admin APIs (ElectLeaders, reassignments) are in `o
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -49,6 +50,11 @@ from samsa.metadata.store import BadVersion, Fenced, MetadataStore, NodeExists, 
 
 log = logging.getLogger("samsa.controller")
 
+
+
+def _copy(st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+    """A private copy of a state from the view (a decision must not change the view's)."""
+    return None if st is None else dataclasses.replace(st, isr=list(st.isr))
 
 
 async def probe_until_refused(endpoint: Callable[[], tuple[str, int] | None], keep_going: Callable[[], bool]) -> bool:
@@ -250,26 +256,29 @@ class Controller:
             if not pending or not self.active:
                 break
             paths = [zkdata.partition_state_path(t, p) for t, p in pending]
-            nodes: list[tuple[bytes, int] | None]
+            currents: list[zkdata.PartitionState | None]
             if attempt == 0:
                 # This broker's view follows every state by watch: start from it (a stale one
                 # fails the compare-and-set and is read afresh on the next round).
-                cached = [self.ctx.view.state(t, p) for t, p in pending]
-                nodes = [None if st is None else (st.encode(), st.version) for st in cached]
-                missing = [i for i, n in enumerate(nodes) if n is None and pending[i] not in fresh]
+                currents = [_copy(self.ctx.view.state(t, p)) for t, p in pending]
+                missing = [i for i, c in enumerate(currents) if c is None and pending[i] not in fresh]
                 if missing:
                     for i, node in zip(missing, await self.store.get_many([paths[i] for i in missing])):
-                        nodes[i] = node
+                        currents[i] = zkdata.PartitionState.decode(node[0], node[1]) if node and node[0] else None
             else:
-                nodes = await self.store.get_many(paths)
+                currents = [zkdata.PartitionState.decode(n[0], n[1]) if n and n[0] else None
+                            for n in await self.store.get_many(paths)]
             if not self.active:
                 break
             creates: list[tuple[TP, str, zkdata.PartitionState]] = []
             sets: list[tuple[TP, str, zkdata.PartitionState, int]] = []
-            for key, path, node in zip(pending, paths, nodes):
+            slice_start = time.monotonic()
+            for key, path, current in zip(pending, paths, currents):
                 if key[0] not in self.assignments or key[1] not in self.assignments[key[0]].partitions:
                     continue
-                current = zkdata.PartitionState.decode(node[0], node[1]) if node and node[0] else None
+                if time.monotonic() - slice_start > 0.02:  # 10,000 decisions: let clients in between
+                    await asyncio.sleep(0)
+                    slice_start = time.monotonic()
                 new = decide(key[0], key[1], self.assignments[key[0]].partitions[key[1]], current)
                 if new is None:
                     continue

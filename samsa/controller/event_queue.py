@@ -40,6 +40,7 @@ class EventQueue:
         self._task: asyncio.Task[None] | None = None
         self._busy = False
         self.processed = 0
+        self._drain_waiters: list[asyncio.Future[None]] = []
 
     def start(self) -> None:
         if self._task is None:
@@ -65,6 +66,13 @@ class EventQueue:
     def idle(self) -> bool:
         return not self._events and not self._busy
 
+    async def drained(self) -> None:
+        """Return once every event queued so far, and every event they queued, has run."""
+        while not self.idle:
+            fut = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(fut)
+            await fut
+
     def clear(self) -> None:
         """Drop the events not run yet (callers of `call` get a StoreError)."""
         while self._events:
@@ -88,6 +96,11 @@ class EventQueue:
         started = self._clock()
         while True:
             if not events:
+                if self._drain_waiters:
+                    waiters, self._drain_waiters = self._drain_waiters, []
+                    for w in waiters:
+                        if not w.done():
+                            w.set_result(None)
                 self._wake.clear()
                 await self._wake.wait()
                 started = self._clock()

@@ -246,6 +246,8 @@ class AdminManager:
         except ConfigError as e:
             log.error("ignoring stored dynamic broker configs: %s", e)
             return
+        if broker.logs is not None:
+            broker.logs.recovery_threads = int(broker.config.get("num.recovery.threads.per.data.dir"))
         for topic in broker.topics.values():
             lc = broker.log_config_for(topic)
             for p in topic.partitions:

@@ -143,7 +143,8 @@ class Broker:
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
         self.isr = IsrManager(store, self.node_id, on_state_read=self._on_state_read, on_written=self.cluster.note_state)
         self.producer_ids = ProducerIdManager(store, self.node_id)
-        self.logs = LogManager(self.log_dirs, self.default_log_config())
+        self.logs = LogManager(self.log_dirs, self.default_log_config(),
+                               recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")))
         logs = self.logs
 
         def load() -> dict[tuple[str, int], int]:
@@ -381,18 +382,13 @@ class Broker:
     async def load_cluster(self, timeout_s: float = 30.0) -> None:
         """Follow the store and wait until this broker's view holds every existing topic and
         partition state (so the first client request sees them)."""
-        store = self.store
-        assert store is not None
-        names = await store.children(zkdata.TOPICS)
-        nodes = await store.get_many([zkdata.topic_path(n) for n in names])
-        keys = [(name, p) for name, node in zip(names, nodes) if node and node[0]
-                for p in zkdata.TopicAssignment.decode(node[0]).partitions]
-        states = await store.get_many([zkdata.partition_state_path(t, p) for t, p in keys])
-        expected = {k for k, n in zip(keys, states) if n is not None}
+        # Watching a node delivers its state first: once the view's queue has run everything
+        # the first deliveries caused (topics, then their assignments, then their partition
+        # states), the view holds every topic and partition state there is.
         await self.cluster.start()
-        ok = await self.cluster.wait_until(
-            lambda: all(n in self.topics for n in names) and all(k in self.cluster.states for k in expected), timeout_s)
-        if not ok:
+        try:
+            await asyncio.wait_for(self.cluster.events.drained(), timeout_s)
+        except asyncio.TimeoutError:
             log.warning("The cluster view is still incomplete after %.0f s; serving what is known", timeout_s)
 
     async def auto_create_topic(self, name: str) -> Topic:
@@ -498,8 +494,9 @@ class Broker:
             return
 
         def done() -> bool:
-            live = set(self.cluster.brokers) - {self.node_id}
-            return not any(set(p.isr) & live for p in self.replicas.leaders())
+            # Leadership can move only to an in-sync replica that is not stopping too.
+            others = set(self.cluster.brokers) - self.cluster.shutting_down - {self.node_id}
+            return not any(set(p.isr) & others for p in self.replicas.leaders())
 
         if done():
             return

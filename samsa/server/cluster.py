@@ -80,6 +80,7 @@ class ClusterView:
         self.states: dict[tuple[str, int], zkdata.PartitionState] = {}
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, dict[str, str]] = {}
+        self.shutting_down: set[int] = set()  # brokers in a controlled shutdown
         self.events = EventQueue("cluster view", log)
         self._topic_watches: dict[str, list[Any]] = {}
         self._state_watches: dict[tuple[str, int], Any] = {}
@@ -99,6 +100,8 @@ class ClusterView:
         for entity in (str(self.listener.node_id), zkdata.DEFAULT_BROKER):
             self._watches.append(await store.watch_data(
                 zkdata.broker_config_path(entity), lambda d, v, e=entity: put(self._on_broker_config, e, d)))
+        self._watches.append(await store.watch_children(zkdata.CONTROLLED_SHUTDOWN,
+                                                        lambda ids: put(self._on_shutting_down, ids)))
         self._watches.append(await store.watch_children(zkdata.TOPICS, lambda names: put(self._on_topics, names)))
 
     async def stop(self) -> None:
@@ -198,6 +201,10 @@ class ClusterView:
         except (ValueError, KeyError, TypeError):
             self.controller_id = -1
         self.listener.on_controller_changed(self.controller_id)
+        self.changed()
+
+    def _on_shutting_down(self, ids: list[str]) -> None:
+        self.shutting_down = {int(i) for i in ids if i.isdigit()}
         self.changed()
 
     def _on_broker_config(self, entity: str, data: bytes | None) -> None:

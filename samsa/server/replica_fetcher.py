@@ -76,6 +76,9 @@ class Connection(asyncio.BufferedProtocol):
 
     async def request(self, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
         assert self.transport is not None
+        if self.error is not None or self.transport.is_closing():
+            # uvloop raises RuntimeError on a write to a closed transport: say what it is
+            raise self.error or ConnectionResetError("the connection to the leader is closed")
         self.correlation_id += 1
         self.transport.write(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
         frame = await asyncio.wait_for(self._next_frame(), timeout)

@@ -33,6 +33,7 @@ import os
 import re
 import shutil
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def is_legal_topic(topic: str) -> bool:
 class LogManager:
     def __init__(self, log_dirs: Sequence[Path | str], default_config: LogConfig, clock: Clock = time.time, *,
                  broker_id: int | None = None, cluster_id: str | None = None,
-                 log_factory: LogFactory = Log.open) -> None:
+                 log_factory: LogFactory = Log.open, recovery_threads: int = 1) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -80,6 +81,7 @@ class LogManager:
         self.cluster_id = cluster_id
         self._clock = clock
         self._log_factory = log_factory
+        self.recovery_threads = max(1, recovery_threads)  # num.recovery.threads.per.data.dir
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # logs in each log dir
         self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
@@ -100,8 +102,11 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self._check_meta(d)
-        for d in self.log_dirs:
-            self._load_dir(d, topic_configs or {})
+        # As Kafka: num.recovery.threads.per.data.dir threads for each log dir, all dirs at once.
+        with ThreadPoolExecutor(self.recovery_threads * len(self.log_dirs),
+                                thread_name_prefix="samsa-log-recovery") as pool:
+            for d in self.log_dirs:
+                self._load_dir(d, topic_configs or {}, pool)
         log.info("Loaded %d logs from %s in %.0f ms", len(self._logs), ", ".join(map(str, self.log_dirs)),
                  (time.monotonic() - started) * 1000)
 
@@ -126,11 +131,12 @@ class LogManager:
                 wanted["cluster.id"] = self.cluster_id
             write_properties(path, wanted)
 
-    def _load_dir(self, d: Path, topic_configs: Mapping[str, LogConfig]) -> None:
+    def _load_dir(self, d: Path, topic_configs: Mapping[str, LogConfig], pool: ThreadPoolExecutor) -> None:
         marker = d / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         recovery_points = _read_offsets_or_empty(d / RECOVERY_POINT_CHECKPOINT)
         start_offsets = _read_offsets_or_empty(d / LOG_START_OFFSET_CHECKPOINT)
+        opening: list[tuple[TopicPartition, Future[PartitionLog]]] = []
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -142,13 +148,16 @@ class LogManager:
             if tp is None:
                 log.warning("Skipping %s: not a <topic>-<partition> directory", entry.path)
                 continue
-            if tp in self._logs:
-                raise StorageError(
-                    f"duplicate log directories for {tp[0]}-{tp[1]}: {self._logs[tp].dir} and {entry.path}")
-            self._add(tp, self._log_factory(Path(entry.path), topic_configs.get(tp[0], self.default_config),
+            if tp in self._logs or any(tp == t for t, _ in opening):
+                other = self._logs[tp].dir if tp in self._logs else "another log dir"
+                raise StorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {other} and {entry.path}")
+            opening.append((tp, pool.submit(self._log_factory, Path(entry.path),
+                                            topic_configs.get(tp[0], self.default_config),
                                             recovery_point=recovery_points.get(tp, 0),
                                             log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
-                                            clock=self._clock))
+                                            clock=self._clock)))
+        for tp, fut in opening:
+            self._add(tp, fut.result())
         if not clean and self._logs:
             log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
         marker.unlink(missing_ok=True)
@@ -280,13 +289,19 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker per dir."""
         failed: set[Path] = set()
-        for tp, lg in self._logs.items():
+
+        def close(tp: TopicPartition, lg: PartitionLog) -> Path | None:
             try:
                 lg.flush()
                 lg.close()
             except OSError:
                 log.exception("Failed to flush/close %s-%d", *tp)
-                failed.add(lg.dir.parent)
+                return lg.dir.parent
+            return None
+
+        with ThreadPoolExecutor(self.recovery_threads * len(self.log_dirs),
+                                thread_name_prefix="samsa-log-shutdown") as pool:
+            failed = {d for d in pool.map(lambda item: close(*item), list(self._logs.items())) if d is not None}
         self.checkpoint()
         for d in self.log_dirs:
             if d not in failed:

@@ -139,3 +139,22 @@ def test_burst_log_keeps_the_first_lines_and_counts_the_rest(caplog: pytest.LogC
     assert "... and leading 499 more partitions in the last 1.5 s" in lines
     assert lines[-1] == "role 1000"
     assert len(lines) == 6
+
+
+def test_drained_waits_for_events_that_queue_more_events() -> None:
+    async def main() -> list[str]:
+        q = EventQueue("test", logging.getLogger("test"))
+        seen: list[str] = []
+
+        async def first() -> None:
+            await asyncio.sleep(0.01)
+            q.put(seen.append, "second")  # queued by an event, as a watch's first delivery is
+
+        q.put(first)
+        q.start()
+        await q.drained()
+        seen.append("drained")
+        await q.stop()
+        return seen
+
+    assert asyncio.run(main()) == ["second", "drained"]

@@ -175,3 +175,26 @@ def test_crash_after_creation_loses_nothing_durable(tmp_path: Path, clock: FakeC
     (lg,) = m.add_logs(m.create_logs([("t", 5, None)]))
     assert lg.dir.parent.name in ("d1", "d2") and lg.log_end_offset == 0
     m.shutdown()
+
+
+def test_recovery_threads_open_and_flush_the_logs_in_parallel(tmp_path: Path, clock: FakeClock) -> None:
+    """num.recovery.threads.per.data.dir: that many threads per log dir open the logs at start-up
+    and flush them at shutdown; what they load is what one thread loads."""
+    m = started(tmp_path, clock)
+    logs = m.add_logs(m.create_logs([("t", p, None) for p in range(40)]))
+    for lg in logs[:10]:
+        append(lg, BATCH)
+    m.shutdown()
+
+    threads: set[str] = set()
+
+    def opening(*args: object, **kw: object) -> Log:
+        threads.add(threading.current_thread().name)
+        return Log.open(*args, **kw)  # type: ignore[arg-type]
+
+    again = make_manager(tmp_path, clock, broker_id=1, log_factory=opening, recovery_threads=3)
+    again.startup()
+    assert len(again.logs()) == 40
+    assert sum(lg.log_end_offset for lg in again.logs().values()) == 10 * logs[0].log_end_offset
+    assert len(threads) > 1 and all(t.startswith("samsa-log-recovery") for t in threads)
+    again.shutdown()
