@@ -330,6 +330,8 @@ class Controller:
     async def elect_offline(self, keys: Iterable[TP], why: str,
                             fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, zkdata.PartitionState]:
         live = self.live or set()
+        offline: dict[TP, str] = {}  # (a decision may be made again for a retried write: one line each)
+        unclean: dict[TP, str] = {}
 
         def decide(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
             if st is None:  # a new partition: its live replicas are its ISR
@@ -345,16 +347,21 @@ class Controller:
             if result.leader is None:
                 if st.leader == -1:
                     return None
-                log.warning("%s-%d is offline: no live replica in its ISR %s (unclean.leader.election.enable "
-                            "is false)", topic, p, st.isr)
+                offline[(topic, p)] = f"{topic}-{p} (ISR {','.join(map(str, st.isr))})"
                 return zkdata.PartitionState(-1, st.leader_epoch + 1, st.isr)
             if result.unclean:
-                log.warning("Unclean leader election for %s-%d: broker %d was not in the ISR %s; records "
-                            "acknowledged by the old ISR may be lost", topic, p, result.leader, st.isr)
+                unclean[(topic, p)] = f"{topic}-{p} (broker {result.leader}, ISR was {','.join(map(str, st.isr))})"
             return zkdata.PartitionState(result.leader, st.leader_epoch + 1, result.isr)
 
         t0 = time.monotonic()
         written = await self.update_states(keys, decide, fresh)
+        if offline:
+            log.warning("%d partitions are offline: no live replica in their ISR (unclean.leader.election.enable is "
+                        "false): %s%s", len(offline), ", ".join(list(offline.values())[:10]),
+                        " ..." if len(offline) > 10 else "")
+        if unclean:
+            log.warning("Unclean leader election for %d partitions; records acknowledged by the old ISR may be lost: "
+                        "%s%s", len(unclean), ", ".join(list(unclean.values())[:10]), " ..." if len(unclean) > 10 else "")
         if written:
             led = sum(1 for s in written.values() if s.leader >= 0)
             log.info("Elected leaders for %d partitions (%d offline) after %s in %.0f ms", led, len(written) - led,
