@@ -25,7 +25,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from samsa.protocol.errors import ErrorCode
@@ -58,6 +58,47 @@ class Followed:
 
 class LeaderGone(Exception):
     pass
+
+
+Position = tuple[int, int, int, int]  # (fetch offset, leader epoch, log start offset, max bytes)
+
+
+@dataclass
+class FetchSessionState:
+    """This fetcher's side of a fetch session with its leader (KIP-227, `fetch_sessions.py`):
+    after one full fetch, each fetch names only the partitions whose position changed, and
+    the ones that left (forgotten); the leader answers only what has news."""
+
+    session_id: int = 0
+    epoch: int = 0  # 0: the next fetch is a full one, opening a session (closing `session_id`'s)
+    sent: dict[tuple[str, int], Position] = field(default_factory=dict)
+
+    def request(self, wanted: dict[tuple[str, int], Position]) -> tuple[int, int, dict[tuple[str, int], Position],
+                                                                        list[tuple[str, int]]]:
+        """(session id, epoch, partitions to name, partitions to forget) for the next fetch."""
+        if self.epoch == 0:
+            return self.session_id, 0, dict(wanted), []
+        changed = {k: v for k, v in wanted.items() if self.sent.get(k) != v}
+        return self.session_id, self.epoch, changed, [k for k in self.sent if k not in wanted]
+
+    def answered(self, session_id: int, epoch: int, named: dict[tuple[str, int], Position],
+                 forgotten: list[tuple[str, int]]) -> None:
+        if epoch == 0:
+            self.sent = {}
+            if session_id == 0:  # the leader keeps no session for us: full fetches, each opening one
+                self.session_id = 0
+                return
+            self.session_id, self.epoch = session_id, 1
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 0x7FFFFFFF else 1
+        self.sent.update(named)
+        for k in forgotten:
+            self.sent.pop(k, None)
+
+    def reset(self) -> None:
+        """Start again with a full fetch (closing the old session on the leader, if any)."""
+        self.epoch = 0
+        self.sent = {}
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -143,6 +184,7 @@ class LeaderFetcher:
         self.parts: dict[tuple[str, int], Followed] = {}
         self.changed = asyncio.Event()
         self.stopped = False
+        self.session = FetchSessionState()
         self.task = manager.broker.loop.create_task(self.run(), name=f"fetcher-{leader_id}")
 
     def stop(self) -> None:
@@ -162,6 +204,7 @@ class LeaderFetcher:
                 backoff = min(backoff * 2, 1.0)
                 continue
             backoff = 0.05
+            self.session.reset()  # a new connection starts a new session
             try:
                 while not self.stopped and self.parts:
                     await self._truncate(conn)
@@ -253,26 +296,38 @@ class LeaderFetcher:
         if not ready:
             return False
         cfg = self.manager.broker.config
+        max_bytes = int(cfg.get("replica.fetch.max.bytes"))
+        wanted = {(f.partition.topic, f.partition.index): (f.partition.log.log_end_offset, f.leader_epoch,
+                                                           f.partition.log.log_start_offset, max_bytes)
+                  for f in ready}
+        session_id, epoch, named, forgotten = self.session.request(wanted)
         by_topic: dict[str, list[dict[str, int]]] = {}
-        for f in ready:
-            p = f.partition
-            by_topic.setdefault(p.topic, []).append({
-                "partition": p.index, "current_leader_epoch": f.leader_epoch,
-                "fetch_offset": p.log.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": int(cfg.get("replica.fetch.max.bytes")),
-            })
+        for (topic, index), (offset, leader_epoch, log_start, part_max) in named.items():
+            by_topic.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": leader_epoch, "fetch_offset": offset,
+                "last_fetched_epoch": -1, "log_start_offset": log_start, "partition_max_bytes": part_max})
+        gone: dict[str, list[int]] = {}
+        for topic, index in forgotten:
+            gone.setdefault(topic, []).append(index)
         body = {"replica_id": self.manager.broker.node_id, "max_wait": self.manager.max_wait_ms,
                 "min_bytes": 1, "max_bytes": int(cfg.get("replica.fetch.response.max.bytes")),
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()],
+                "rack_id": ""}
         resp = await conn.request(1, FETCH_VERSION, body, self.manager.timeout_s + self.manager.max_wait_ms / 1000)
         if resp.error_code:
-            log.warning("Fetch from broker %d failed: %s", self.leader_id, ErrorCode(resp.error_code).name)
+            code = ErrorCode(resp.error_code)
+            if code in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+                log.info("Fetch session with broker %d ended (%s); starting a new one", self.leader_id, code.name)
+                self.session.reset()
+                return True
+            log.warning("Fetch from broker %d failed: %s", self.leader_id, code.name)
+            self.session.reset()
             for f in ready:
                 f.paused_until = time.monotonic() + PAUSE_S
             return True
+        self.session.answered(resp.session_id, epoch, named, forgotten)
         throttled = 0
         for t in resp.responses:
             for r in t.partitions:
