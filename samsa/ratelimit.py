@@ -63,7 +63,7 @@ class BurstLog:
     line per kind says how many were left out.
 
         Leading t-0 (leader epoch 0, ISR [0, 1, 2])
-        ... and leading 3314 more partitions in the last 1.2 s
+        ... and 3314 more leaderships in the last 1.2 s
     """
 
     def __init__(self, logger: logging.Logger, per_second: int = 20,
@@ -95,5 +95,5 @@ class BurstLog:
             return
         now = self._clock() if now is None else now
         for kind, n in sorted(self._skipped.items()):
-            self.logger.info("... and %s %d more partitions in the last %.1f s", kind, n, now - self._skipped_since)
+            self.logger.info("... and %d more %s in the last %.1f s", n, kind, now - self._skipped_since)
         self._skipped.clear()

@@ -114,6 +114,7 @@ class Controller:
         self._topic_watches: dict[str, Any] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._probes: dict[int, asyncio.Task[None]] = {}
+        self._initial_topics: set[str] | None = None  # the topics there were when this term began
         self.ops = Operations(self)
 
     @property
@@ -193,6 +194,7 @@ class Controller:
     async def activate(self) -> None:
         self.active = True
         self.live = None
+        self._initial_topics = None
         self._term += 1
         term = self._term
 
@@ -416,6 +418,8 @@ class Controller:
 
     async def _on_topics(self, names: list[str]) -> None:
         current = set(names)
+        if self._initial_topics is None:
+            self._initial_topics = set(current)
         for gone in set(self._topic_watches) - current:
             w = self._topic_watches.pop(gone)
             if w is not None:
@@ -454,9 +458,11 @@ class Controller:
         self.assignments[name] = assignment
         if self.live is not None:
             keys = [(name, p) for p in assignment.partitions]
-            known = before.partitions if before is not None and before.topic_id == assignment.topic_id else {}
-            view = self.ctx.view
-            fresh = {(name, p) for p in assignment.partitions if p not in known and view.state(name, p) is None}
+            fresh: set[TP] = set()
+            if self._initial_topics is not None and name not in self._initial_topics:  # a topic that existed when this controller took over has states
+                known = before.partitions if before is not None and before.topic_id == assignment.topic_id else {}
+                view = self.ctx.view
+                fresh = {(name, p) for p in assignment.partitions if p not in known and view.state(name, p) is None}
             await self.elect_offline(keys, f"topic {name} changed", fresh)
             gone = {r for reps in assignment.partitions.values() for r in reps} - self.live
             if gone:

@@ -328,11 +328,11 @@ class Broker:
         role = part.apply_state(state, t.partitions[index])
         if role == "leader":
             self.fetchers.unfollow(part)
-            self.role_log.note("leading", "Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch, state.isr)
+            self.role_log.note("leaderships", "Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch, state.isr)
         elif role == "follower":
             self.fetchers.follow(part, state.leader, state.leader_epoch)
             if state.leader >= 0:
-                self.role_log.note("following", "Following broker %d for %s (leader epoch %d)", state.leader, part,
+                self.role_log.note("followings", "Following broker %d for %s (leader epoch %d)", state.leader, part,
                                    state.leader_epoch)
         if topic == OFFSETS_TOPIC and role is not None:
             self.groups.on_role(part)
@@ -446,6 +446,7 @@ class Broker:
                     "high watermark checkpoint")
         self._every(max(int(self.config.get("replica.lag.time.max.ms")) // 2, 10), self.shrink_isrs, "ISR check")
         self._every(1000, self.role_log.flush, "role change summary")
+        self._every(1000, self.isr.flush_log, "ISR change summary")
         self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact, "__consumer_offsets compaction")
 
     async def run(self) -> int:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from samsa.metadata import zkdata
 from samsa.metadata.store import BadVersion, MetadataStore, StoreError
-from samsa.ratelimit import RateLimitedLog
+from samsa.ratelimit import BurstLog, RateLimitedLog
 
 if TYPE_CHECKING:
     from samsa.server.replica_manager import Partition
@@ -49,6 +49,7 @@ class IsrManager:
         self._pending: dict[tuple[str, int], "Partition"] = {}
         self._task: asyncio.Task[None] | None = None
         self._warn = RateLimitedLog(log, interval_s=10.0)
+        self._changes = BurstLog(log)  # a broker rejoining 10,000 ISRs: 20 lines a second, then a count
         self._closed = False
 
     def propose(self, part: "Partition", isr: list[int]) -> None:
@@ -117,8 +118,10 @@ class IsrManager:
                 if part.is_leader and part.leader_epoch == st.leader_epoch:
                     part.state_version = st.version
                     part.isr = list(st.isr)
-                log.info("ISR of %s %s from %s to %s", part, "expanded" if len(st.isr) > len(old) else "shrank",
-                         ",".join(map(str, old)), ",".join(map(str, st.isr)))
+                kind = "expanded" if len(st.isr) > len(old) else "shrank"
+                self._changes.note("ISR expansions" if kind == "expanded" else "ISR shrinks",
+                                   "ISR of %s %s from %s to %s", part, kind, ",".join(map(str, old)),
+                                   ",".join(map(str, st.isr)))
                 self.on_written(part.topic, part.index, st)
                 part.maybe_increment_hw()
                 part.wake()
@@ -132,6 +135,10 @@ class IsrManager:
                 if node is not None and node[0]:
                     self.on_state_read(part.topic, part.index, zkdata.PartitionState.decode(node[0], node[1]))
         return retry
+
+    def flush_log(self) -> None:
+        """Log the count of ISR changes left out of the log (called every second)."""
+        self._changes.flush()
 
     def close(self) -> None:
         self._closed = True

@@ -130,13 +130,13 @@ def test_burst_log_keeps_the_first_lines_and_counts_the_rest(caplog: pytest.LogC
     b = BurstLog(logging.getLogger("test.burst"), per_second=3, clock=clock)
     with caplog.at_level(logging.INFO, "test.burst"):
         for i in range(1000):
-            b.note("leading" if i % 2 else "following", "role %d", i)
+            b.note("leaderships" if i % 2 else "followings", "role %d", i)
         clock.now += 1.5
-        b.note("leading", "role %d", 1000)
+        b.note("leaderships", "role %d", 1000)
     lines = [r.getMessage() for r in caplog.records]
     assert lines[:3] == ["role 0", "role 1", "role 2"]
-    assert "... and following 498 more partitions in the last 1.5 s" in lines
-    assert "... and leading 499 more partitions in the last 1.5 s" in lines
+    assert "... and 498 more followings in the last 1.5 s" in lines
+    assert "... and 499 more leaderships in the last 1.5 s" in lines
     assert lines[-1] == "role 1000"
     assert len(lines) == 6
 
