@@ -12,24 +12,42 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from samsa.config import ConfigError, validate_topic_configs
+from samsa.config import BrokerConfig, ConfigError, validate_topic_configs
 from samsa.controller.decisions import AssignmentError
 from samsa.controller.decisions import assign_replicas as kafka_assign_replicas
 from samsa.metadata import zkdata
-from samsa.metadata.store import NodeExists, NoNode, StoreError
+from samsa.metadata.store import MetadataStore, NodeExists, NoNode, StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.cluster import ClusterView
+from samsa.server.replica_manager import ReplicaManager
 from samsa.server.topics import Topic, validate_topic_name
+from samsa.storage.config import LogConfig
+from samsa.storage.log_manager import LogManager
 
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
+
+
+class AdminHost(Protocol):
+    """What topic and config administration uses of its broker."""
+
+    node_id: int
+    config: BrokerConfig
+    store: MetadataStore | None
+    topics: dict[str, Topic]
+    replicas: ReplicaManager
+    logs: LogManager | None
+
+    @property
+    def cluster(self) -> ClusterView: ...
+
+    def log_config_for(self, topic: Topic) -> LogConfig: ...
 
 log = logging.getLogger("samsa.admin")
 
 
 class AdminManager:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: AdminHost) -> None:
         self.broker = broker
 
     def live_brokers(self) -> list[int]:

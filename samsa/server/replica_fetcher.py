@@ -26,8 +26,9 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from samsa.config import BrokerConfig
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.messages import decode_response, encode_request
@@ -35,8 +36,24 @@ from samsa.protocol.records import InvalidRecords, scan_batches
 from samsa.server.replica_manager import Partition
 from samsa.storage.errors import StorageError
 
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
+
+
+class Endpoints(Protocol):
+    def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None: ...
+
+
+class FetcherHost(Protocol):
+    """What the replica fetchers use of their broker."""
+
+    node_id: int
+    config: BrokerConfig
+    inter_broker_listener: str
+    loop: asyncio.AbstractEventLoop
+
+    @property
+    def cluster(self) -> Endpoints: ...
+
+    def topic_config(self, topic: str, key: str) -> object: ...
 
 log = logging.getLogger("samsa.replication")
 
@@ -391,7 +408,7 @@ class LeaderFetcher:
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: FetcherHost) -> None:
         self.broker = broker
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.following: dict[tuple[str, int], int] = {}

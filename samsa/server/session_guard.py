@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from samsa.controller.session import (
     Registration,
@@ -33,19 +33,43 @@ from samsa.controller.session import (
     must_fence,
     registration_verdict,
 )
+from samsa.config import BrokerConfig
+from samsa.controller.controller import Controller
 from samsa.metadata import zkdata
-from samsa.metadata.store import NodeExists, StoreError
+from samsa.metadata.store import MetadataStore, NodeExists, StoreError
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.group_manager import OFFSETS_TOPIC
+from samsa.server.cluster import ClusterView
+from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
+from samsa.server.network import Listener
+from samsa.server.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
+
+
+class GuardedBroker(Protocol):
+    """What the session guard uses of its broker."""
+
+    node_id: int
+    config: BrokerConfig
+    store: MetadataStore | None
+    closing: bool
+    replicas: ReplicaManager
+    groups: GroupManager
+    listeners: list[Listener]
+
+    @property
+    def controller(self) -> Controller: ...
+
+    @property
+    def cluster(self) -> ClusterView: ...
+
+    def endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]: ...
+    def topic_config(self, topic: str, key: str) -> object: ...
 
 log = logging.getLogger("samsa.session")
 
 
 class SessionGuard:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: GuardedBroker) -> None:
         self.broker = broker
         self.session_timeout_ms = int(broker.config.get("zookeeper.session.timeout.ms"))
         self.deadline_s = fence_deadline_s(self.session_timeout_ms)  # until the store says what was granted
