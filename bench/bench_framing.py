@@ -28,7 +28,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from samsa.server import network
-from samsa.server.network import NO_RESPONSE, SCRATCH, Connection, FrameError
+from samsa.server.network import SCRATCH, Connection, FrameError
+from samsa.server.responses import NO_RESPONSE
 
 PIECE = 64 * 1024
 _SIZE = struct.Struct(">i")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, client_host, run, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, call, client_host, shard_or_none
 
 API_KEY = 68
 MIN_VERSION = 0
@@ -16,5 +16,5 @@ def handle(ctx: Any, req: Any) -> Any:
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
                 "assignment": None}
-    return run(ctx, shard, lambda: shard.consumer_group_heartbeat(req, ctx.version, ctx.header.client_id,
+    return call(ctx, shard, lambda: shard.consumer_group_heartbeat(req, ctx.version, ctx.header.client_id,
                                                                   client_host(ctx)))

@@ -1,10 +1,14 @@
-"""CreatePartitions (37): grow a topic's partition count."""
+"""CreatePartitions (37): grow a topic's partition count. The new assignment is written to the
+metadata store (awaited); the answer waits in the purgatory until every new partition has a
+leader in this broker's view (Kafka's DelayedCreatePartitions), or REQUEST_TIMED_OUT at the
+request's timeout."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from samsa.protocol.errors import KafkaError
+from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 
 API_KEY = 37
 MIN_VERSION = 0
@@ -23,12 +27,22 @@ async def handle(ctx: Any, req: Any) -> Any:
         results.append({"name": t.name, "error_code": 0})
     grown = {t.name: t.count for t in req.topics}
     ok = [r["name"] for r in results if r["error_code"] == 0]
-    if req.validate_only or not ok:
+    if req.validate_only or not ok or req.timeout <= 0:
         return {"throttle_time": 0, "results": results}
-    view = ctx.broker.cluster
+    broker = ctx.broker
+    topic_ready, topics = broker.topic_ready, broker.topics
 
-    def ready() -> bool:
-        return all(ctx.broker.topic_ready(n) and len(ctx.broker.topics[n].partitions) >= grown[n] for n in ok)
+    def grown_ready(name: str) -> bool:
+        topic = topics.get(name)
+        return topic is not None and len(topic.partitions) >= grown[name] and topic_ready(name)
 
-    await view.wait_until(ready, max(req.timeout, 0) / 1000)
-    return {"throttle_time": 0, "results": results}
+    def answer() -> dict[str, Any]:
+        for r in results:
+            if r["error_code"] == 0 and not grown_ready(r["name"]):
+                r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+                r["error_message"] = "the partitions were added but do not all have a leader yet"
+        return {"throttle_time": 0, "results": results}
+
+    op = DelayedCondition(req.timeout, lambda: all(grown_ready(n) for n in ok), answer)
+    broker.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    return op.pending

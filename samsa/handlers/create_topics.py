@@ -1,4 +1,5 @@
-"""CreateTopics (19)."""
+"""CreateTopics (19): the topics are written to the metadata store (awaited), then the answer
+waits in the purgatory until the controller has given every new partition a leader."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from typing import Any
 
 from samsa.config import describe_topic_config
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
+from samsa.server.responses import Pending
 
 API_KEY = 19
 MIN_VERSION = 2
@@ -50,19 +53,23 @@ async def handle(ctx: Any, req: Any) -> Any:
     created = [r["name"] for r in results if r["error_code"] == 0]
     if req.validate_only or not created:
         return {"throttle_time": 0, "topics": results}
-    return await _when_ready(broker, created, results, req.timeout)
+    return _when_ready(broker.purgatory, broker.topic_ready, created, results, req.timeout)
 
 
-async def _when_ready(broker: Any, names: list[str], results: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:
+def _when_ready(purgatory: Any, ready: Any, names: list[str], results: list[dict[str, Any]],
+                timeout_ms: int) -> Pending | dict[str, Any]:
     """Answer once the controller has given every new partition a leader (as Kafka waits
     for the topics' metadata), or at the request's timeout with REQUEST_TIMED_OUT."""
-    view = broker.cluster
-    ready = broker.topic_ready
     if timeout_ms <= 0:  # Kafka: a zero timeout answers at once, the creation under way
         return {"throttle_time": 0, "topics": results}
-    await view.wait_until(lambda: all(ready(n) for n in names), max(timeout_ms, 0) / 1000)
-    for r in results:
-        if r["error_code"] == 0 and not ready(r["name"]):
-            r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
-            r["error_message"] = "the topic was created but its partitions have no leader yet"
-    return {"throttle_time": 0, "topics": results}
+
+    def answer() -> dict[str, Any]:
+        for r in results:
+            if r["error_code"] == 0 and not ready(r["name"]):
+                r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+                r["error_message"] = "the topic was created but its partitions have no leader yet"
+        return {"throttle_time": 0, "topics": results}
+
+    op = DelayedCondition(timeout_ms, lambda: all(ready(n) for n in names), answer)
+    purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    return op.pending

@@ -1,10 +1,12 @@
-"""DeleteGroups (42)."""
+"""DeleteGroups (42): each group's tombstones are written by its shard; the answer lists every
+group's error code once the tombstones are replicated."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, run, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
+from samsa.server.responses import Pending
 
 API_KEY = 42
 MIN_VERSION = 0
@@ -12,11 +14,14 @@ MAX_VERSION = 2
 
 
 def handle(ctx: Any, req: Any) -> Any:
-    results = []
-    for group_id in req.groups_names:
-        shard = shard_or_none(ctx, group_id)
-        if shard is None:
-            results.append({"group_id": group_id, "error_code": NOT_COORDINATOR})
-            continue
-        results.append({"group_id": group_id, "error_code": run(ctx, shard, lambda: shard.delete_group(group_id))})
-    return {"throttle_time": 0, "results": results}
+    names = list(req.groups_names)
+    codes = [_delete(ctx, group_id) for group_id in names]
+    return Pending.gather(codes).then(lambda got: {
+        "throttle_time": 0, "results": [{"group_id": g, "error_code": int(c)} for g, c in zip(names, got)]})
+
+
+def _delete(ctx: Any, group_id: str) -> Pending:
+    shard = shard_or_none(ctx, group_id)
+    if shard is None:
+        return Pending.completed(NOT_COORDINATOR)
+    return call(ctx, shard, lambda: shard.delete_group(group_id))

@@ -1,4 +1,6 @@
-"""DeleteTopics (20): by name (or, v6+, by topic id)."""
+"""DeleteTopics (20): by name (or, v6+, by topic id). The deletions are written to the metadata
+store (awaited); the answer waits in the purgatory until this broker's view has lost the
+topics (the controller has deleted them), or the request's timeout."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import uuid
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
+from samsa.server.responses import Pending
 
 API_KEY = 20
 MIN_VERSION = 1
@@ -38,16 +42,22 @@ async def handle(ctx: Any, req: Any) -> Any:
     deleted = [r["name"] for r in responses if r["error_code"] == 0]
     if not deleted:
         return {"throttle_time": 0, "responses": responses}
-    return await _when_gone(broker, deleted, responses, req.timeout)
+    return _when_gone(broker.purgatory, broker.topics, deleted, responses, req.timeout)
 
 
-async def _when_gone(broker: Any, names: list[str], responses: list[dict[str, Any]], timeout_ms: int) -> dict[str, Any]:
+def _when_gone(purgatory: Any, topics: Any, names: list[str], responses: list[dict[str, Any]],
+               timeout_ms: int) -> Pending | dict[str, Any]:
     """Answer once the controller has deleted the topics (this broker's view no longer has them)."""
     if timeout_ms <= 0:
         return {"throttle_time": 0, "responses": responses}
-    await broker.cluster.wait_until(lambda: not any(n in broker.topics for n in names), max(timeout_ms, 0) / 1000)
-    for r in responses:
-        if r["error_code"] == 0 and r["name"] in broker.topics:
-            r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
-            r["error_message"] = "deletion is queued but not finished yet"
-    return {"throttle_time": 0, "responses": responses}
+
+    def answer() -> dict[str, Any]:
+        for r in responses:
+            if r["error_code"] == 0 and r["name"] in topics:
+                r["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+                r["error_message"] = "deletion is queued but not finished yet"
+        return {"throttle_time": 0, "responses": responses}
+
+    op = DelayedCondition(timeout_ms, lambda: not any(n in topics for n in names), answer)
+    purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    return op.pending

@@ -10,26 +10,29 @@ A fetch with `replica_id` >= 0 comes from a follower: its fetch offset tells the
 it has (ISR and high watermark move, see `Partition.update_follower`), and it reads up to the
 log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 `current_leader_epoch` older than the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
+
+A fetch that cannot be answered yet waits in the purgatory as a `DelayedFetch`, watched under
+the partitions it waits on; no task or timer of its own.
 """
 
 from __future__ import annotations
 
-import logging
-import struct
-import time
+from collections.abc import Callable
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.protocol.schema import Out
-from samsa.protocol.wire import I32, write_uvarint
-from samsa.server.network import Pending
+from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
+from samsa.protocol.fetch_tail import FetchTailFrame
+from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange
-
-log = logging.getLogger("samsa.requests")
 
 API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 12
+
+# What `_read` returns: the topics' entries, the bytes found, the partitions with nothing to
+# read yet, whether any partition had an error.
+ReadResult = tuple[list[dict[str, Any]], int, list[Any], bool]
 
 
 def handle(ctx: Any, req: Any) -> Any:
@@ -37,182 +40,81 @@ def handle(ctx: Any, req: Any) -> Any:
     responses, nbytes, waitable, errors = _read(broker, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
         return _response(responses)
-    # Watch the partitions now, before returning: an append handled before anything else runs
-    # must still wake it (Kafka's tryCompleteElseWatch).
-    return _LongPoll(broker, req, waitable, _TailAnswer.for_request(ctx.header, req)).pending
+    # Watched now, before returning: an append handled before anything else runs must still
+    # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
+    op = DelayedFetch(req, waitable, lambda: _read(broker, req, first=False), ctx.header)
+    broker.purgatory.watch(op, waitable)
+    return op.pending
 
 
-class _LongPoll:
-    """A fetch waiting for data: answered from inside the append (or high watermark move) that
-    brings enough, before that produce's own response, or at `max_wait` with what there is."""
+class DelayedFetch(DelayedResponse):
+    """A fetch waiting for data (Kafka's DelayedFetch), watched under the partitions it waits
+    on: completed from inside the append (or high watermark move) that brings enough, before
+    that produce's own response, or at `max_wait` with what there is.
 
-    def __init__(self, broker: Any, req: Any, waitable: list[Any], tail: "_TailAnswer | None" = None) -> None:
-        self.broker = broker
+    A consumer's fetch of one partition waiting at the log end is answered with the bytes the
+    waking append just wrote, from memory (`FetchTailFrame`), whenever they are exactly what the
+    general path would return; the general path (`read`: `_read` again) answers otherwise."""
+
+    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "read", "req", "tail")
+
+    def __init__(self, req: Any, waitable: list[Any], read: Callable[[], ReadResult], header: Any) -> None:
+        super().__init__(req.max_wait)
         self.req = req
-        self.tail = tail
-        self.pending = Pending()
-        self.pending.on_cancel(self._stop)
-        self.deadline = time.monotonic() + req.max_wait / 1000
+        self.read = read
+        self.answer: Any = None
+        follower = getattr(req, "replica_id", -1) >= 0
         # A follower also returns when a high watermark moves, so it learns the new one at once
         # (a leader elected later starts from it).
-        self.hws = ({(p.topic, p.index): p.hw for p in waitable}
-                    if getattr(req, "replica_id", -1) >= 0 else None)
-        self.watched: list[Any] = []
-        self._watch(waitable)
-        self.timer = broker.loop.call_later(req.max_wait / 1000, self._check, True)
+        self.hws = {(p.topic, p.index): p.hw for p in waitable} if follower else None
+        self.tail: FetchTailFrame | None = None
+        if (header.api_version <= TAIL_MAX_VERSION and not follower and len(req.topics) == 1
+                and len(req.topics[0].partitions) == 1):  # (v13+ names topics by id)
+            topic = req.topics[0]
+            fp = topic.partitions[0]
+            self.tail = FetchTailFrame(header.api_version, header.correlation_id, topic.topic, fp.partition)
+            self.partition = waitable[0]
+            self.fetch_offset = fp.fetch_offset
+            self.leader_epoch = getattr(fp, "current_leader_epoch", -1)
+            self.max_bytes = min(fp.partition_max_bytes, req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF)
 
-    def _watch(self, partitions: list[Any]) -> None:
-        for p in partitions:
-            p.waiters.append(self._woken)
-        self.watched = partitions
-
-    def _unwatch(self) -> None:
-        for p in self.watched:
-            try:
-                p.waiters.remove(self._woken)
-            except ValueError:
-                pass  # the partition woke us: its list was handed over and emptied
-        self.watched = []
-
-    def _stop(self) -> None:
-        self._unwatch()
-        self.timer.cancel()
-
-    def _woken(self, data: bool) -> None:
-        if data:
-            if self.tail is not None and self._answer_from_append():
-                return
-            self._check(False)
-        else:  # a role change in progress: look once it is done
-            self.broker.loop.call_soon(self._check, False)
-
-    def _answer_from_append(self) -> bool:
-        """Answer with the batch the waking append just wrote, when that is exactly what `_read`
-        would return: the fetch waits on one partition at the append's first offset, the high
-        watermark is now the append's end and the batch fits the byte limits. The bytes come
-        from memory, already in the log: no read back, no general encoder."""
+    def try_complete(self) -> bool:
+        # Runs inside whatever woke it (a produce's append); the purgatory keeps its exceptions
+        # from escaping into that (this fetch's connection closes, logged there).
         tail = self.tail
-        assert tail is not None
-        partition = self.watched[0]
-        appended = partition.just_appended
-        if (self.pending.done or appended is None or appended[0] != tail.fetch_offset
-                or appended[1] != partition.hw or len(appended[2]) > tail.max_bytes
-                or len(appended[2]) < self.req.min_bytes):
-            return False
-        try:
-            partition.check_leader(tail.leader_epoch)
-        except KafkaError:  # fenced meanwhile: the general path answers with the error
-            return False
-        self.watched = []  # the waking partition handed its waiters over
-        self.timer.cancel()
-        try:
-            answer: Any = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
-        except Exception as e:  # as in _check: this fetch's connection closes (logged there)
-            answer = e
-        try:
-            if isinstance(answer, Exception):
-                self.pending.fail(answer)
-            else:
-                self.pending.complete(answer)
-        except Exception:
-            log.exception("could not answer a fetch")
-        return True
+        if tail is not None:
+            # The batch the waking append just wrote, when that is exactly what `_read` would
+            # return: at this fetch's offset, the high watermark now at the append's end, the
+            # batch within the byte limits. The bytes come from memory, already in the log: no
+            # read back, no general encoder.
+            partition = self.partition
+            appended = partition.just_appended
+            if (appended is not None and appended[0] == self.fetch_offset and appended[1] == partition.hw
+                    and self.req.min_bytes <= len(appended[2]) <= self.max_bytes and partition.is_leader
+                    and (self.leader_epoch < 0 or self.leader_epoch == partition.leader_epoch)):
+                self.answer = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
+                return True
+        # Otherwise (or fenced meanwhile) the general path: what `_read` finds now.
+        responses, nbytes, waitable, errors = self.read()
+        done = nbytes >= self.req.min_bytes or errors or not waitable
+        if not done and self.hws is not None:
+            done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
+        if done:
+            self.answer = _response(responses)
+        return bool(done)
 
-    def _check(self, timed_out: bool) -> None:
-        # Runs inside whatever woke it (a produce's append): nothing may escape into that.
-        if self.pending.done:
-            return
-        try:
-            self._unwatch()
-            responses, nbytes, waitable, errors = _read(self.broker, self.req, first=False)
-            remaining = self.deadline - time.monotonic()
-            done = timed_out or nbytes >= self.req.min_bytes or errors or not waitable or remaining <= 0
-            if not done and self.hws is not None:
-                done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
-            if not done:
-                self._watch(waitable)
-                return
-            self.timer.cancel()
-            answer: Any = _response(responses)
-        except Exception as e:  # this fetch's connection closes (logged there); the append goes on
-            self._stop()
-            answer = e
-        try:
-            if isinstance(answer, Exception):
-                self.pending.fail(answer)
-            else:
-                self.pending.complete(answer)
-        except Exception:
-            log.exception("could not answer a fetch")
-
-
-class _TailAnswer:
-    """A consumer's fetch of one partition, waiting at the end of the log, answered with the
-    next append's bytes: the response frame up to the partition's fields is laid out once when
-    the fetch starts to wait, the rest is packed when the batch arrives. Byte for byte what
-    `encode_response` makes of `_read`'s answer (tested for every version)."""
-
-    __slots__ = ("fetch_offset", "leader_epoch", "max_bytes", "prefix", "fields", "flexible", "has_log_start",
-                 "replica")
-
-    @classmethod
-    def for_request(cls, header: Any, req: Any) -> "_TailAnswer | None":
-        if (header.api_version > 12 or getattr(req, "replica_id", -1) >= 0 or len(req.topics) != 1
-                or len(req.topics[0].partitions) != 1):  # (v13+ names topics by id)
-            return None
-        return cls(header.api_version, header.correlation_id, req)
-
-    def __init__(self, version: int, correlation_id: int, req: Any) -> None:
-        topic = req.topics[0]
-        fp = topic.partitions[0]
-        self.fetch_offset = fp.fetch_offset
-        self.leader_epoch = getattr(fp, "current_leader_epoch", -1)
-        self.max_bytes = min(fp.partition_max_bytes, req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF)
-        self.flexible = flexible = version >= 12
-        name = topic.topic.encode()
-        head = bytearray(I32.pack(correlation_id))
-        if flexible:
-            head.append(0)  # no header tagged fields
-        head += I32.pack(0)  # throttle_time
-        if version >= 7:
-            head += struct.pack(">hi", 0, 0)  # error_code, session_id
-        if flexible:
-            head.append(2)  # one topic
-            write_uvarint(head, len(name) + 1)
-            head += name
-            head.append(2)  # one partition
-        else:
-            head += struct.pack(">ih", 1, len(name)) + name + I32.pack(1)
-        head += struct.pack(">ih", fp.partition, 0)  # partition_index, error_code
-        self.prefix = bytes(head)
-        # high_watermark, last_stable_offset (v4+), log_start_offset (v5+)
-        self.has_log_start = version >= 5
-        self.fields = struct.Struct(">qqq" if self.has_log_start else ">qq")
-        # aborted_transactions: null; preferred_read_replica (v11+): -1
-        self.replica = (b"\0" if flexible else I32.pack(-1)) + (I32.pack(-1) if version >= 11 else b"")
-
-    def encode(self, hw: int, log_start: int, records: bytes | bytearray | memoryview) -> Out:
-        out = Out()
-        out += b"\0\0\0\0"
-        out += self.prefix
-        out += self.fields.pack(hw, hw, log_start) if self.has_log_start else self.fields.pack(hw, hw)
-        out += self.replica
-        if self.flexible:
-            write_uvarint(out, len(records) + 1)
-            out += records
-            out += b"\0\0\0"  # partition, topic and response tagged fields
-        else:
-            out += I32.pack(len(records))
-            out += records
-        I32.pack_into(out, 0, len(out) - 4)
-        return out
+    def on_complete(self) -> None:
+        answer = self.answer
+        if answer is None:  # expired: what there is now
+            answer = _response(self.read()[0])
+        self.pending.complete(answer)
 
 
 def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
     return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
 
-def _read(broker: Any, req: Any, first: bool = True) -> tuple[list[dict[str, Any]], int, list[Any], bool]:
+def _read(broker: Any, req: Any, first: bool = True) -> ReadResult:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     replica_id = getattr(req, "replica_id", -1)
     follower = replica_id >= 0

@@ -1,13 +1,14 @@
-"""Shared plumbing of the consumer-group APIs: route to the group's shard, append what it
-wrote, answer once the records are in the log."""
+"""Shared plumbing of the consumer-group APIs: find the group's shard; run an operation on it
+through the group manager (`GroupManager.execute`: the answer is a Pending, completed once the
+records it depends on are replicated)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.server.responses import Pending
 
 
 def shard_or_none(ctx: Any, group_id: str) -> Any:
@@ -19,37 +20,16 @@ def client_host(ctx: Any) -> str:
     return f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
 
 
-def run(ctx: Any, shard: Any, op: Callable[[], Any]) -> Any:
-    """Run a shard operation, then append its records before the answer goes out (and, with
-    replicas, wait until they have them)."""
-    try:
-        result = op()
-    finally:
-        required = ctx.broker.groups.commit(shard)
-    if required is None:
-        return result
-    return ctx.broker.groups.replicated(shard.partition, required, result)
+def execute(ctx: Any, shard: Any, op: Callable[[Callable[[Any], None]], None]) -> Pending:
+    """`op(respond)` on the shard (JoinGroup, SyncGroup: the shard calls `respond`, maybe later)."""
+    answer: Pending = ctx.broker.groups.execute(shard, op)
+    return answer
 
 
-def run_delayed(ctx: Any, shard: Any, op: Callable[[Callable[[dict[str, Any]], None]], None]) -> "asyncio.Future[Any]":
-    """JoinGroup/SyncGroup: the shard answers through a callback, maybe during a later call.
-
-    Setting a future's result only schedules its callbacks, so the answer is sent after the
-    records of the call that produced it have been appended.
-    """
-    fut: asyncio.Future[Any] = ctx.broker.loop.create_future()
-
-    def respond(body: dict[str, Any]) -> None:
-        if not fut.done():
-            fut.set_result(body)
-
-    try:
-        op(respond)
-    finally:
-        required = ctx.broker.groups.commit(shard)
-    if required is None:
-        return fut
-    return ctx.broker.groups.replicated(shard.partition, required, fut)  # replicated, then the answer
+def call(ctx: Any, shard: Any, fn: Callable[[], Any]) -> Pending:
+    """A shard operation that answers by returning: `fn()` is the answer."""
+    answer: Pending = ctx.broker.groups.execute(shard, lambda respond: respond(fn()))
+    return answer
 
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)

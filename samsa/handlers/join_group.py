@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, client_host, run_delayed, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, client_host, execute, shard_or_none
 
 API_KEY = 11
 MIN_VERSION = 0
@@ -16,5 +16,5 @@ def handle(ctx: Any, req: Any) -> Any:
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "generation_id": -1, "protocol_name": None, "leader": "",
                 "member_id": req.member_id, "members": []}
-    return run_delayed(ctx, shard, lambda respond: shard.join_group(
+    return execute(ctx, shard, lambda respond: shard.join_group(
         req, ctx.version, ctx.header.client_id, client_host(ctx), respond))

@@ -4,7 +4,7 @@ Every broker answers for the whole cluster from its view of the store: live brok
 their endpoints on the listener the client came in on, and each partition's leader, leader
 epoch, replicas, ISR and offline replicas. A topic that does not exist is created here when
 the client allows it and the broker has `auto.create.topics.enable=true`, as in Kafka; the
-answer waits briefly for its leaders so the client can produce at once.
+answer waits briefly (in the purgatory) for its leaders so the client can produce at once.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
+from samsa.server.responses import Pending
 from samsa.server.topics import validate_topic_name
 
 API_KEY = 3
@@ -19,7 +21,7 @@ MIN_VERSION = 0
 MAX_VERSION = 12
 
 
-AUTO_CREATE_WAIT_S = 5.0
+AUTO_CREATE_WAIT_MS = 5000
 
 
 def handle(ctx: Any, req: Any) -> Any:
@@ -64,9 +66,8 @@ def handle(ctx: Any, req: Any) -> Any:
     return _response(ctx, topics)
 
 
-async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> dict[str, Any]:
+async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> Pending:
     broker = ctx.broker
-    view = broker.cluster
     failed: dict[str, KafkaError] = {}
     for name in created:
         try:
@@ -75,19 +76,24 @@ async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> dict
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 failed[name] = e
     ready = broker.topic_ready
-    await view.wait_until(lambda: all(ready(n) for n in created if n not in failed), AUTO_CREATE_WAIT_S)
-    out = []
-    for t in topics:
-        if isinstance(t, str):
-            topic = broker.topics.get(t)
-            if t in failed:
-                out.append({"error_code": int(failed[t].code), "name": t, "partitions": []})
+
+    def answer() -> dict[str, Any]:
+        out = []
+        for t in topics:
+            if isinstance(t, str):
+                topic = broker.topics.get(t)
+                if t in failed:
+                    out.append({"error_code": int(failed[t].code), "name": t, "partitions": []})
+                else:
+                    out.append(describe_topic(broker, topic) if topic is not None and ready(t) else
+                               {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
             else:
-                out.append(describe_topic(broker, topic) if topic is not None and ready(t) else
-                           {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
-        else:
-            out.append(t)
-    return _response(ctx, out)
+                out.append(t)
+        return _response(ctx, out)
+
+    op = DelayedCondition(AUTO_CREATE_WAIT_MS, lambda: all(ready(n) for n in created if n not in failed), answer)
+    broker.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    return op.pending
 
 
 def _response(ctx: Any, topics: list[Any]) -> dict[str, Any]:

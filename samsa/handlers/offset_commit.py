@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, run, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
 
 API_KEY = 8
 MIN_VERSION = 2
@@ -17,4 +17,4 @@ def handle(ctx: Any, req: Any) -> Any:
         return {"throttle_time": 0, "topics": [
             {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": NOT_COORDINATOR}
                                             for p in t.partitions]} for t in req.topics]}
-    return run(ctx, shard, lambda: shard.offset_commit(req, ctx.version))
+    return call(ctx, shard, lambda: shard.offset_commit(req, ctx.version))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, run, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
 
 API_KEY = 47
 MIN_VERSION = 0
@@ -15,4 +15,4 @@ def handle(ctx: Any, req: Any) -> Any:
     shard = shard_or_none(ctx, req.group_id)
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "throttle_time": 0, "topics": []}
-    return run(ctx, shard, lambda: shard.offset_delete(req, ctx.version))
+    return call(ctx, shard, lambda: shard.offset_delete(req, ctx.version))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, run, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
 from samsa.protocol.schema import Msg
+from samsa.server.responses import Pending
 
 API_KEY = 9
 MIN_VERSION = 1
@@ -17,13 +18,16 @@ def handle(ctx: Any, req: Any) -> Any:
         shard = shard_or_none(ctx, req.group_id)
         if shard is None:
             return {"throttle_time": 0, "topics": [], "error_code": NOT_COORDINATOR}
-        return run(ctx, shard, lambda: shard.offset_fetch(req, ctx.version))
-    groups = []
-    for g in req.groups:
-        shard = shard_or_none(ctx, g.group_id)
-        if shard is None:
-            groups.append({"group_id": g.group_id, "topics": [], "error_code": NOT_COORDINATOR})
-            continue
-        sub = Msg(**{**req.__dict__, "groups": [g]})
-        groups.extend(run(ctx, shard, lambda: shard.offset_fetch(sub, ctx.version))["groups"])
-    return {"throttle_time": 0, "groups": groups}
+        return call(ctx, shard, lambda: shard.offset_fetch(req, ctx.version))
+    parts = [_fetch_one(ctx, req, g) for g in req.groups]
+    return Pending.gather(parts).then(lambda got: {
+        "throttle_time": 0, "groups": [entry for answer in got for entry in answer["groups"]]})
+
+
+def _fetch_one(ctx: Any, req: Any, g: Any) -> Pending:
+    """v8+: one group of the batch, from its own shard."""
+    shard = shard_or_none(ctx, g.group_id)
+    if shard is None:
+        return Pending.completed({"groups": [{"group_id": g.group_id, "topics": [], "error_code": NOT_COORDINATOR}]})
+    sub = Msg(**{**req.__dict__, "groups": [g]})
+    return call(ctx, shard, lambda: shard.offset_fetch(sub, ctx.version))

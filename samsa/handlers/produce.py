@@ -6,18 +6,18 @@ Only the partition's leader appends (else NOT_LEADER_OR_FOLLOWER, and the client
 its metadata). acks=all: refused up front with NOT_ENOUGH_REPLICAS when the ISR is smaller
 than min.insync.replicas; otherwise answered once the high watermark passes the batch (every
 ISR member has it), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
-meanwhile, REQUEST_TIMED_OUT at the request's timeout.
+meanwhile, REQUEST_TIMED_OUT at the request's timeout. The wait is a `DelayedProduce` in the
+purgatory, watched under its partitions and checked whenever their high watermark moves.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.network import NO_RESPONSE
-from samsa.server.replica_manager import wait_for_any
+from samsa.server.purgatory import DelayedResponse
+from samsa.server.responses import NO_RESPONSE
 from samsa.server.topics import validate_topic_name
 from samsa.storage.validator import InvalidBatch, validate_produce_records
 
@@ -52,7 +52,9 @@ def handle(ctx: Any, req: Any) -> Any:
         return NO_RESPONSE
     body = {"responses": responses, "throttle_time": 0}
     if pending:
-        return _await_replication(broker, pending, body, req.timeout)
+        op = DelayedProduce(req.timeout, body, pending)
+        broker.purgatory.watch(op, [p for p, _, _, _ in pending])
+        return op.pending
     return body
 
 
@@ -70,19 +72,29 @@ def _acks_all(partition: Any, required: int, entry: dict[str, Any], min_isr: int
     return None
 
 
-async def _await_replication(broker: Any, pending: list[tuple[Any, int, dict[str, Any], int]], body: dict[str, Any],
-                             timeout_ms: int) -> dict[str, Any]:
-    deadline = time.monotonic() + max(timeout_ms, 0) / 1000
-    while pending:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
-        await wait_for_any(broker.loop, [p for p, _, _, _ in pending], remaining)
-        pending = [(p, r, e, m) for p, r, e, m in pending if _acks_all(p, r, e, m) is WAIT]
-    for _, _, entry, _ in pending:
-        entry.update(_error(entry["index"], ErrorCode.REQUEST_TIMED_OUT,
-                            "the batch was not replicated to every in-sync replica in time"))
-    return body
+class DelayedProduce(DelayedResponse):
+    """An acks=all produce waiting for its partitions' high watermarks (Kafka's DelayedProduce):
+    `waiting` holds (partition, required offset, response entry, min.insync.replicas) for each
+    partition not settled yet; at the deadline those answer REQUEST_TIMED_OUT."""
+
+    __slots__ = ("body", "waiting")
+
+    def __init__(self, timeout_ms: int, body: dict[str, Any], waiting: list[tuple[Any, int, dict[str, Any], int]]) -> None:
+        super().__init__(timeout_ms)
+        self.body = body
+        self.waiting = waiting
+
+    def try_complete(self) -> bool:
+        self.waiting = [w for w in self.waiting if _acks_all(*w) is WAIT]
+        return not self.waiting
+
+    def on_complete(self) -> None:
+        if self.expired:
+            self.try_complete()  # a last look: what is settled now is answered as such
+        for _, _, entry, _ in self.waiting:
+            entry.update(_error(entry["index"], ErrorCode.REQUEST_TIMED_OUT,
+                                "the batch was not replicated to every in-sync replica in time"))
+        self.pending.complete(self.body)
 
 
 INTERNAL_OFFSETS_TOPIC = "__consumer_offsets"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, run_delayed, shard_or_none
+from samsa.handlers.groups import NOT_COORDINATOR, execute, shard_or_none
 
 API_KEY = 14
 MIN_VERSION = 0
@@ -15,4 +15,4 @@ def handle(ctx: Any, req: Any) -> Any:
     shard = shard_or_none(ctx, req.group_id)
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "assignment": b""}
-    return run_delayed(ctx, shard, lambda respond: shard.sync_group(req, ctx.version, respond))
+    return execute(ctx, shard, lambda respond: shard.sync_group(req, ctx.version, respond))

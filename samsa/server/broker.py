@@ -47,6 +47,7 @@ from samsa.server.isr_manager import IsrManager
 from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
+from samsa.server.purgatory import Purgatory
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.session_guard import SessionGuard
@@ -70,6 +71,7 @@ class Broker:
         self.log_dirs = [Path(d) for d in config.log_dirs()]
         self.store: MetadataStore | None = None
         self.logs: LogManager | None = None
+        self.purgatory: Purgatory = None  # type: ignore[assignment]  # set by run(): it runs on the loop
         self.replicas = ReplicaManager()
         self.topics: dict[str, Topic] = {}
         self.cluster_id = ""
@@ -137,7 +139,7 @@ class Broker:
                                                   legacy_json=self.log_dirs[0] / LEGACY_METADATA_FILE)
         store = self.store
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
-        self.cluster = ClusterView(store, self)
+        self.cluster = ClusterView(store, self, self.purgatory)
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -262,6 +264,8 @@ class Broker:
             part = self.replicas.remove(name, index)
             if part is not None:
                 self.fetchers.unfollow(part)
+                if name == OFFSETS_TOPIC:
+                    self.groups.on_role(part)  # fenced: its groups are unloaded
             logs.delete_log(name, index)
             log.info("Replica %s-%d moved off this broker; log deleted", name, index)
         if new:
@@ -451,6 +455,7 @@ class Broker:
 
     async def run(self) -> int:
         self.loop = asyncio.get_running_loop()
+        self.purgatory = self.replicas.purgatory = Purgatory(self.loop)
         self._stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self._stopping.set)
@@ -537,6 +542,8 @@ class Broker:
         self.groups.shutdown()
         if self._background:  # a checkpoint being written: the final ones must come after it
             await asyncio.wait(list(self._background))
+        if self.purgatory is not None:
+            self.purgatory.close()
         self.write_high_watermarks()
         if self.logs is not None:
             self.logs.shutdown()

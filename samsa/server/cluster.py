@@ -15,8 +15,11 @@ Watch callbacks only put an event on the view's queue (`EventQueue`); one task a
 in order and hands each change to the broker (`ViewListener`), which applies it to its
 replicas. Reads the events need (the registrations of new brokers) and new watches are
 awaited on that task, never on the callback. A topic's config is watched before its
-assignment, so its logs are created with their config. Tasks that wait for the cluster to
-reach a state (a created topic having leaders) use `wait_until`.
+assignment, so its logs are created with their config. After each change, the requests
+waiting for the cluster to reach a state (CreateTopics: the new topics have leaders) are
+checked: delayed operations of the purgatory under the key `CLUSTER_METADATA`. `wait_until`
+does the same for coroutines (the broker's own start-up and shutdown steps, the controller's),
+never for a request.
 
 Why watches and not Kafka's LeaderAndIsr/UpdateMetadata requests: Kafka 4 removed those
 ZooKeeper-era RPCs, and with ZooKeeper holding every partition's state under a version, a
@@ -36,6 +39,7 @@ from typing import Any, Protocol
 from samsa.controller.event_queue import EventQueue
 from samsa.metadata import zkdata
 from samsa.metadata.store import MetadataStore, StoreError
+from samsa.server.purgatory import CLUSTER_METADATA, Purgatory
 
 log = logging.getLogger("samsa.cluster")
 
@@ -72,9 +76,10 @@ class ViewListener(Protocol):
 
 
 class ClusterView:
-    def __init__(self, store: MetadataStore, listener: ViewListener) -> None:
+    def __init__(self, store: MetadataStore, listener: ViewListener, purgatory: Purgatory | None = None) -> None:
         self.store = store
         self.listener = listener
+        self.purgatory = purgatory
         self.brokers: dict[int, BrokerInfo] = {}
         self.controller_id = -1
         self.states: dict[tuple[str, int], zkdata.PartitionState] = {}
@@ -162,15 +167,18 @@ class ClusterView:
                 self._waiters.remove(entry)
 
     def changed(self) -> None:
-        """Re-check the waiters after any change this view or the broker made: once per turn
-        of the loop, however many changes it brought (a waiter for 10,000 partitions would
-        otherwise walk them all at each of their 10,000 states)."""
-        if self._waiters and not self._check_scheduled:
+        """Re-check the waiters and the delayed operations waiting on the cluster's metadata
+        after any change this view or the broker made: once per turn of the loop, however
+        many changes it brought (a CreateTopics of 10,000 partitions would otherwise walk them
+        all at each of their 10,000 states)."""
+        if (self._waiters or self.purgatory is not None) and not self._check_scheduled:
             self._check_scheduled = True
             asyncio.get_running_loop().call_soon(self._check_waiters)
 
     def _check_waiters(self) -> None:
         self._check_scheduled = False
+        if self.purgatory is not None:
+            self.purgatory.check_and_complete(CLUSTER_METADATA)
         for pred, fut in list(self._waiters):
             if not fut.done() and pred():
                 fut.set_result(True)

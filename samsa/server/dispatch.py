@@ -3,12 +3,19 @@
 Each API lives in its own module under `samsa.handlers`, declaring `API_KEY`, `MIN_VERSION`,
 `MAX_VERSION` and `handle(ctx, request)`. ApiVersions is answered from that same registry, so
 what the broker advertises is exactly what it implements. A handler returns the response body
-(a dict or Msg), a `Pending` of it (long-poll fetch), an awaitable of it (acks=all), or
-NO_RESPONSE (acks=0).
+(a dict or Msg), a `Pending` of it (completed by a delayed operation of the purgatory: a
+long-poll fetch, an acks=all produce, a group write, CreateTopics...), or NO_RESPONSE (acks=0).
+A handler that must await the metadata store (CreateTopics writing to ZooKeeper) is a coroutine
+for that I/O only; it returns a body or, to wait for a condition afterwards, a Pending.
+
+Whatever the handler returns reaches the connection as an encoded frame or a Pending of one; an
+exception (raised, or failing the Pending) becomes the client's error when it is a Kafka error
+or the metadata store being away, and closes the connection when it is a bug.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import struct
@@ -18,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.ratelimit import RateLimitedLog
+from samsa.protocol.framing import FrameError
 from samsa.protocol.messages import (
     RequestHeader,
     decode_request_body,
@@ -28,7 +35,9 @@ from samsa.protocol.messages import (
 )
 from samsa.protocol.schema import Out
 from samsa.protocol.wire import I16, I32, DecodeError
-from samsa.server.network import NO_RESPONSE, Connection, FrameError, Pending
+from samsa.ratelimit import RateLimitedLog
+from samsa.server.network import Connection
+from samsa.server.responses import NO_RESPONSE, Pending
 
 if TYPE_CHECKING:
     from samsa.server.broker import Broker
@@ -77,21 +86,77 @@ class Dispatcher:
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, Pending):
-            cid = header.correlation_id
-            # (a body that is already a frame, as a fetch answered from an append, goes as it is)
-            return result.then(
-                lambda body: body if isinstance(body, Out) else encode_response(api_key, version, cid, body))
+            return self._answer_later(ctx, result)
         if inspect.isawaitable(result):
-            return self._finish_later(ctx, result)
-        return encode_response(api_key, version, header.correlation_id, result)
-
-    async def _finish_later(self, ctx: RequestContext, pending: Any) -> Out:
+            return self._after_io(ctx, result)
         try:
-            body = await pending
+            return encode_response(api_key, version, header.correlation_id, result)
         except Exception as e:
-            body = self._failed(ctx, e)
+            log.error("could not encode the answer to api %d v%d from %s", api_key, version, conn.peer_str,
+                      exc_info=e)
+            raise FrameError("internal error (see the log above); closing the connection") from None
+
+    def _answer_later(self, ctx: RequestContext, pending: Pending) -> Pending:
+        """A Pending of the response frame, from the handler's Pending of its body (a body that
+        is already a frame, as a fetch answered from an append, goes as it is)."""
+        out = Pending()
         header = ctx.header
-        return encode_response(header.api_key, header.api_version, header.correlation_id, body)
+
+        def done(body: Any, error: BaseException | None) -> None:
+            if error is not None:
+                if not isinstance(error, Exception):
+                    out.fail(error)
+                    return
+                try:
+                    body = self._failed(ctx, error)
+                except FrameError as e:
+                    out.fail(e)
+                    return
+            if not isinstance(body, Out):
+                try:
+                    body = encode_response(header.api_key, header.api_version, header.correlation_id, body)
+                except Exception as e:  # a bug: this connection closes (logged there)
+                    out.fail(e)
+                    return
+            out.complete(body)
+
+        pending.on_done(done)
+        out.on_cancel(pending.cancel)
+        return out
+
+    def _after_io(self, ctx: RequestContext, awaitable: Any) -> Pending:
+        """A handler awaiting the metadata store: its task's result (a body, or a Pending of one
+        when it then waits in the purgatory) as a Pending. A closed connection does not stop
+        the task (its writes go on, as Kafka's do), only drops the answer."""
+        body = Pending()
+        task = asyncio.ensure_future(awaitable)
+        cancelled = False
+
+        def cancel() -> None:
+            nonlocal cancelled
+            cancelled = True
+
+        def finished(t: "asyncio.Future[Any]") -> None:
+            if t.cancelled():
+                body.fail(asyncio.CancelledError())
+                return
+            error = t.exception()
+            if error is not None:
+                body.fail(error)
+                return
+            result = t.result()
+            if isinstance(result, Pending):
+                if cancelled:
+                    result.cancel()
+                    return
+                body.on_cancel(result.cancel)
+                result.on_done(lambda v, e: body.fail(e) if e is not None else body.complete(v))
+            else:
+                body.complete(result)
+
+        body.on_cancel(cancel)
+        task.add_done_callback(finished)
+        return self._answer_later(ctx, body)
 
     def _failed(self, ctx: RequestContext, e: Exception) -> dict[str, Any]:
         """The answer to a request whose handler raised: a Kafka error is the client's; the

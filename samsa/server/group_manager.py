@@ -4,14 +4,25 @@ How it works: group G lives in partition abs(hash(G)) % offsets.topic.num.partit
 compacted internal topic `__consumer_offsets` (Kafka's rule, so clients and tools agree on
 where a group is). Each partition this broker leads has one `GroupCoordinatorShard`, a
 sans-io state machine (`samsa.coordinator`). This module is its I/O: it replays the
-partition's log into the shard at start-up, appends the records each operation produces
-(before the response goes out), and keeps one timer per shard at the shard's next deadline
-(session expiry, rebalance timeouts, offset retention).
+partition's log into the shard at start-up, runs every operation on it (`execute`), appends
+the records each operation produces, and keeps one timer per shard at the shard's next
+deadline (session expiry, rebalance timeouts, offset retention).
+
+`execute(shard, op)` is the one way a request reaches a shard, and always returns a `Pending`
+of the answer. `op(respond)` runs at once; its answer -- passed to `respond` during this
+operation, or for a JoinGroup or SyncGroup parked in a rebalance, during a later one or a
+timer's tick -- goes out once the records of the operation that produced it are in the log and
+on every in-sync replica (the high watermark has passed them, as Kafka's coordinator runtime
+defers a write's response; at most `offsets.commit.timeout.ms`: the records stay and will
+replicate). That wait is a delayed operation of the purgatory (`DelayedGroupWrite`), watched
+under the `__consumer_offsets` partition. With one replica the high watermark moves in the
+append itself, and answers go out at once.
 
 In a cluster the coordinator moves with leadership: when this broker becomes leader of a
 partition of `__consumer_offsets` it replays it into a fresh shard; when it stops leading
-it drops the shard (clients get NOT_COORDINATOR and ask FindCoordinator again, which names
-the partition's leader from the cluster view). The topic is created with
+it unloads the shard (requests parked in a rebalance are answered NOT_COORDINATOR) and drops
+it; clients ask FindCoordinator again, which names the partition's leader from the cluster
+view. The topic is created with
 `offsets.topic.replication.factor` replicas: on a single embedded-store broker at start-up
 (capped at the live brokers), in a ZooKeeper cluster on the first FindCoordinator once that
 many brokers are alive, as Kafka does.
@@ -28,13 +39,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from samsa.coordinator.records import partition_for
 from samsa.coordinator.shard import CoordinatorConfig, GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import build_batch, iter_all_records, scan_batches
-from samsa.server.replica_manager import Partition, wait_for_any
+from samsa.server.purgatory import DelayedOperation
+from samsa.server.replica_manager import Partition
+from samsa.server.responses import Pending
 
 if TYPE_CHECKING:
     from samsa.server.broker import Broker
@@ -57,6 +71,8 @@ class GroupManager:
         self.timers: dict[int, "asyncio.TimerHandle"] = {}
         self.appended: dict[int, int] = {}  # records appended per partition since the last compaction
         self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
+        self._running = False  # an operation or tick is running on a shard
+        self._answers: list[tuple[Pending, Any]] = []  # answers given during it
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -108,11 +124,27 @@ class GroupManager:
             log.info("Coordinating groups of %s-%d: loaded %d records in %.0f ms", OFFSETS_TOPIC, index, n,
                      (time.monotonic() - t0) * 1000)
         elif not partition.is_leader and index in self.shards:
-            del self.shards[index]
+            shard = self.shards.pop(index)
             timer = self.timers.pop(index, None)
             if timer is not None:
                 timer.cancel()
+            self._unload(shard)
             log.info("No longer coordinating groups of %s-%d", OFFSETS_TOPIC, index)
+
+    def _unload(self, shard: GroupCoordinatorShard) -> None:
+        """Answer the requests parked in the shard (NOT_COORDINATOR) and drop its state. The
+        answers go at once: they wait for no record, and this broker may write none."""
+        self._running = True
+        try:
+            shard.unload()
+        except Exception:
+            log.exception("unloading the group coordinator of %s-%d failed", OFFSETS_TOPIC, shard.partition)
+        finally:
+            self._running = False
+            shard.drain_records()
+            answers, self._answers = self._answers, []
+        for pending, body in answers:
+            pending.complete(body)
 
     def _load(self, partition: Partition) -> int:
         shard = GroupCoordinatorShard(partition.index, self.config(), now_ms, topic_exists=self._topic_exists,
@@ -184,39 +216,76 @@ class GroupManager:
         ep = broker.cluster.endpoint(state.leader, listener)
         return None if ep is None else (state.leader, ep[0], ep[1])
 
-    # -- after every operation ------------------------------------------------------------------
+    # -- running operations -------------------------------------------------------------------
+
+    def execute(self, shard: GroupCoordinatorShard, op: Callable[[Callable[[Any], None]], None]) -> Pending:
+        """Run `op(respond)` on `shard` now; a Pending of what it passes to `respond` (now, or
+        during a later operation for a JoinGroup or SyncGroup that waits for the rest of its
+        group), completed once the records of the operation that answered are replicated. An
+        exception from `op`, or from appending its records, fails the Pending."""
+        pending = Pending()
+
+        def respond(body: Any) -> None:
+            if self._running:
+                self._answers.append((pending, body))
+            else:  # (not during an operation: nothing was written for it)
+                pending.complete(body)
+
+        error = self._run(shard, lambda: op(respond))
+        if error is not None:
+            pending.fail(error)
+        return pending
+
+    def _run(self, shard: GroupCoordinatorShard, fn: Callable[[], object]) -> Exception | None:
+        """`fn()` on the shard, then its records appended and the answers it gave released
+        (once replicated; failed with the error if the append fails). Returns the exception of
+        either step, if any."""
+        error: Exception | None = None
+        self._running = True
+        try:
+            fn()
+        except Exception as e:
+            error = e
+        finally:
+            self._running = False
+        try:
+            required = self.commit(shard)
+        except Exception as e:  # not appended (leadership lost under it): every answer fails
+            answers, self._answers = self._answers, []
+            for pending, _ in answers:
+                pending.fail(e)
+            return error or e
+        answers, self._answers = self._answers, []
+        if answers:
+            self._release(shard.partition, required, answers)
+        return error
 
     def commit(self, shard: GroupCoordinatorShard) -> int | None:
-        """Append what the shard produced (before its response is sent) and re-arm its timer.
+        """Append what the shard produced and re-arm its timer.
 
-        Returns the offset the partition's high watermark must reach before the answer may go
-        out (the records are on every in-sync replica, Kafka's acks=all for group writes), or
-        None when there is nothing to wait for."""
+        Returns the offset the partition's high watermark must reach before the answers may go
+        out (every record written so far is on every in-sync replica: Kafka's acks=all for group
+        writes; also after an operation that wrote nothing, as Kafka defers a write's answer
+        behind earlier writes), or None when there is nothing to wait for."""
         records = shard.drain_records()
         required = None
         if records:
             self._append(shard.partition, records)
-            partition = self.broker.replicas.get(OFFSETS_TOPIC, shard.partition)
-            if partition is not None and partition.hw < partition.log.log_end_offset:
-                required = partition.log.log_end_offset
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, shard.partition)
+        if partition is not None and partition.is_leader and partition.hw < partition.log.log_end_offset:
+            required = partition.log.log_end_offset
         self._schedule(shard.partition)
         return required
 
-    async def replicated(self, index: int, required: int, result: Any) -> Any:
-        """`result` once `__consumer_offsets-index` is replicated up to `required` (or after
-        offsets.commit.timeout.ms: the records stay and will replicate; the answer goes out)."""
+    def _release(self, index: int, required: int | None, answers: list[tuple[Pending, Any]]) -> None:
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-        deadline = time.monotonic() + int(self.broker.config.get("offsets.commit.timeout.ms")) / 1000
-        while partition is not None and partition.is_leader and partition.hw < required:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                log.warning("%s-%d: group records not replicated within offsets.commit.timeout.ms", OFFSETS_TOPIC,
-                            index)
-                break
-            await wait_for_any(self.broker.loop, [partition], remaining)
-        if isinstance(result, asyncio.Future) or asyncio.iscoroutine(result):
-            return await result
-        return result
+        if required is None or partition is None:
+            for pending, body in answers:
+                pending.complete(body)
+            return
+        timeout_ms = int(self.broker.config.get("offsets.commit.timeout.ms"))
+        self.broker.purgatory.try_complete_else_watch(DelayedGroupWrite(timeout_ms, partition, required, answers),
+                                                      [partition])
 
     def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
@@ -247,11 +316,9 @@ class GroupManager:
         shard = self.shards.get(index)
         if shard is None:
             return
-        try:
-            shard.tick()
-            self.commit(shard)
-        except Exception:
-            log.exception("group coordinator tick failed on partition %d", index)
+        error = self._run(shard, shard.tick)
+        if error is not None:
+            log.error("group coordinator tick failed on partition %d", index, exc_info=error)
             self._schedule(index)
 
     # -- compaction ----------------------------------------------------------------------------
@@ -288,3 +355,32 @@ class GroupManager:
         for t in self.timers.values():
             t.cancel()
         self.timers.clear()
+
+
+class DelayedGroupWrite(DelayedOperation):
+    """Answers of group operations waiting until `__consumer_offsets-N` is replicated up to
+    `required` (or until this broker stops leading it: the answers then go as they are, and
+    the client finds the new coordinator on its next request). At `offsets.commit.timeout.ms`
+    they go out too, the records staying in the log to replicate."""
+
+    __slots__ = ("answers", "partition", "required")
+
+    def __init__(self, timeout_ms: int, partition: Partition, required: int, answers: list[tuple[Pending, Any]]) -> None:
+        super().__init__(timeout_ms)
+        self.partition = partition
+        self.required = required
+        self.answers = answers
+
+    def try_complete(self) -> bool:
+        p = self.partition
+        return not p.is_leader or p.hw >= self.required
+
+    def on_complete(self) -> None:
+        if self.expired:
+            log.warning("%s: group records not replicated within offsets.commit.timeout.ms", self.partition)
+        for pending, body in self.answers:
+            pending.complete(body)
+
+    def on_failure(self, error: Exception) -> None:
+        for pending, _ in self.answers:
+            pending.fail(error)

@@ -7,9 +7,11 @@ bytearray of their own, which the produce path then rewrites in place (offsets) 
 the log with no copy.
 
 Requests on one connection are processed as they arrive (a pipeline), but answered strictly in
-order: each request takes a slot in `pending`; a slot is filled now (most requests) or later
-(a long-poll fetch by a `Pending` completed from the append that satisfies it, an acks=all
-produce by a task); the head of `pending` is written as soon as it is filled. Responses are
+order: each request takes a slot in `pending`; a slot is filled now (most requests) or later,
+when the request's `Pending` completes (`responses.py`: a long-poll fetch from inside the
+append that satisfies it, an acks=all produce when the high watermark passes its batch, both
+delayed operations of the purgatory); the head of `pending` is written as soon as it is
+filled. Closing the connection cancels the Pendings still waiting. Responses are
 queues of byte chunks and file slices; file slices go out with `os.sendfile` (zero copy) and a
 header chunk before one is sent with MSG_MORE. A response of at most `INLINE_MAX` bytes (a
 consumer keeping up with the producers gets a few KB per fetch) is read into one chunk and
@@ -32,7 +34,10 @@ from typing import Any
 
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.schema import Out
+from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.storage.log import Log
+
+__all__ = ["NO_RESPONSE", "Connection", "FrameError", "Listener", "Pending"]
 
 log = logging.getLogger("samsa.network")
 
@@ -45,86 +50,6 @@ _SCRATCH_VIEW = memoryview(bytearray(SCRATCH))
 MAX_PENDING = 512  # requests in flight on one connection before we stop reading
 MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
 INLINE_MAX = 64 * 1024  # responses up to this size with file slices: pread + one send, no sendfile
-
-
-class _NoResponse:
-    """Returned by a handler when the request gets no response at all (acks=0 produce)."""
-
-
-NO_RESPONSE = _NoResponse()
-
-
-class Pending:
-    """A response that is not ready yet and is completed by a call, not by a task.
-
-    A task would resume only on a later turn of the event loop, after whatever woke it has
-    finished (a produce: its response encoded and written). A long-poll fetch instead completes
-    inside the append that satisfies it, as Kafka completes delayed fetches in the produce path,
-    so the consumer's data goes out first. `on_done(fn)` gets `fn(value, error)` exactly once;
-    `then(f)` is a Pending of `f(value)`; `cancel()` runs the cleanup given with `on_cancel`
-    (the connection closed: stop watching the log).
-    """
-
-    __slots__ = ("_done", "_value", "_error", "_listener", "_canceller")
-
-    def __init__(self) -> None:
-        self._done = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._listener: Callable[[Any, BaseException | None], None] | None = None
-        self._canceller: Callable[[], None] | None = None
-
-    @property
-    def done(self) -> bool:
-        return self._done
-
-    def complete(self, value: Any) -> None:
-        self._finish(value, None)
-
-    def fail(self, error: BaseException) -> None:
-        self._finish(None, error)
-
-    def _finish(self, value: Any, error: BaseException | None) -> None:
-        if self._done:
-            return
-        self._done, self._value, self._error = True, value, error
-        self._canceller = None
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            listener(value, error)
-
-    def on_done(self, fn: Callable[[Any, BaseException | None], None]) -> None:
-        if self._done:
-            fn(self._value, self._error)
-        else:
-            self._listener = fn
-
-    def on_cancel(self, fn: Callable[[], None]) -> None:
-        self._canceller = fn
-
-    def cancel(self) -> None:
-        canceller, self._canceller = self._canceller, None
-        self._listener = None
-        if canceller is not None and not self._done:
-            canceller()
-
-    def then(self, f: Callable[[Any], Any]) -> "Pending":
-        out = Pending()
-
-        def forward(value: Any, error: BaseException | None) -> None:
-            if error is not None:
-                out.fail(error)
-                return
-            try:
-                mapped = f(value)
-            except Exception as e:
-                out.fail(e)
-                return
-            out.complete(mapped)
-
-        self.on_done(forward)
-        out.on_cancel(self.cancel)
-        return out
 
 
 class _Slot:
@@ -210,23 +135,11 @@ class Connection:
             slot.out = result
             if len(self.pending) == 1:
                 self._flush_pending()
-        elif isinstance(result, Pending):
+        else:
             slot.waiting = result
             result.on_done(lambda out, error, s=slot: self._pending_done(s, out, error))
-        else:
-            task = asyncio.ensure_future(result)  # type: ignore[arg-type]
-            task.add_done_callback(lambda t, s=slot: self._slot_done(s, t))
         if len(self.pending) > MAX_PENDING:
             self._pause_reading()
-
-    def _slot_done(self, slot: _Slot, task: "asyncio.Future[Any]") -> None:
-        if self.closed:
-            return
-        if task.cancelled():
-            self.close()
-            return
-        exc = task.exception()
-        self._pending_done(slot, None if exc is not None else task.result(), exc)
 
     def _pending_done(self, slot: _Slot, out: Out | None, error: BaseException | None) -> None:
         """Fill `slot` with its response, or close the connection on the request's error."""
@@ -376,7 +289,7 @@ class Listener:
         name: str,
         host: str,
         port: int,
-        handler: Callable[[Connection, bytearray], Any],
+        handler: Callable[[Connection, bytearray], Any],  # Out, None (nothing to send), Pending or NO_RESPONSE
         max_request_size: int,
     ) -> None:
         self.loop = loop

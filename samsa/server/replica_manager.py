@@ -11,13 +11,14 @@ log end offset over the ISR, and proposes ISR changes (a follower that falls mor
 which writes them to the store with compare-and-set, so a deposed leader cannot.
 
 As follower it appends what the replica fetcher brings (offsets and epochs as the leader
-wrote them) and takes the leader's high watermark. Consumers and acks=all producers wait on
-`waiters`, woken when the log grows or the high watermark moves.
+wrote them) and takes the leader's high watermark. Waiting fetches, acks=all produces and group
+writes are delayed operations of the purgatory watched under the partition (the `Partition`
+object is their key): `wake` checks them when the log grows, the high watermark moves or the
+role changes.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from samsa.controller.decisions import FollowerState, can_join_isr, new_high_wat
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.purgatory import Purgatory
 from samsa.storage.errors import StorageError
 from samsa.storage.partition_log import PartitionLog
 from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
@@ -56,7 +58,8 @@ class AppendOutcome:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, node_id: int = 0) -> None:
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: PartitionLog, node_id: int = 0,
+                 purgatory: Purgatory | None = None) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
@@ -79,10 +82,10 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.pending_isr_epoch = -1
         self.producers = ProducerStateManager()
-        self.waiters: list[Callable[[bool], None]] = []  # called with data=True when readable data grew
-        # While an append wakes the waiters: (first offset, next offset, the bytes just written),
-        # so a fetch waiting at exactly that offset can answer from memory (fetch.py). None
-        # otherwise: the bytes are not kept past the append.
+        self.purgatory = purgatory  # where operations waiting on this partition are
+        # While an append wakes the waiting operations: (first offset, next offset, the bytes
+        # just written), so a fetch waiting at exactly that offset can answer from memory
+        # (fetch.py). None otherwise: the bytes are not kept past the append.
         self.just_appended: tuple[int, int, bytearray | memoryview] | None = None
 
     def __repr__(self) -> str:
@@ -280,19 +283,23 @@ class Partition:
             self.load_producer_state()
 
     def wake(self, data: bool = False) -> None:
-        """Call (and forget) every waiter. `data`: the log or the high watermark grew, and this
-        partition's state is whole (an append or a high watermark move is done); a waiter may
-        then answer at once, from inside the append. Other wakes (roles, fencing) come in the
-        middle of wider changes, so waiters answer them on a later turn of the loop."""
-        if self.waiters:
-            waiters, self.waiters = self.waiters, []
-            for w in waiters:
-                w(data)
+        """Check the operations waiting on this partition. `data`: the log or the high
+        watermark grew, and this partition's state is whole (an append or a high watermark
+        move is done); they are checked at once, from inside the append. Other wakes (roles,
+        fencing) come in the middle of wider changes, so they are checked on a later turn of
+        the loop."""
+        purgatory = self.purgatory
+        if purgatory is not None:
+            if data:
+                purgatory.check_and_complete(self)
+            elif purgatory.watched(self):
+                purgatory.check_soon(self)
 
 
 class ReplicaManager:
-    def __init__(self) -> None:
+    def __init__(self, purgatory: Purgatory | None = None) -> None:
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.purgatory = purgatory  # given to every partition added
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -304,6 +311,8 @@ class ReplicaManager:
         return p
 
     def add(self, p: Partition) -> None:
+        if p.purgatory is None:
+            p.purgatory = self.purgatory
         self.partitions[(p.topic, p.index)] = p
 
     def remove(self, topic: str, index: int) -> Partition | None:
@@ -321,31 +330,4 @@ class ReplicaManager:
             del self.partitions[(p.topic, p.index)]
             p.fence()
         return gone
-
-
-def wait_for_any(loop: asyncio.AbstractEventLoop, partitions: list[Partition], timeout_s: float) -> "asyncio.Future[bool]":
-    """A future that becomes True when any of `partitions` is appended to, False at timeout."""
-    fut: asyncio.Future[bool] = loop.create_future()
-
-    def fire(value: bool) -> None:
-        if not fut.done():
-            fut.set_result(value)
-
-    def on_append(data: bool) -> None:
-        fire(True)
-
-    for p in partitions:
-        p.waiters.append(on_append)
-    handle = loop.call_later(timeout_s, fire, False)
-
-    def cleanup(_: object) -> None:
-        handle.cancel()
-        for p in partitions:
-            try:
-                p.waiters.remove(on_append)
-            except ValueError:
-                pass
-
-    fut.add_done_callback(cleanup)
-    return fut
 

@@ -1,10 +1,12 @@
 """A consumer's fetch waiting at the end of a partition is answered from the append that wakes
-it (samsa/handlers/fetch.py, `_TailAnswer`): the frame must be byte for byte the one the
+it (samsa/handlers/fetch.py, `DelayedFetch`, with samsa/protocol/fetch_tail.py's
+`FetchTailFrame`): the frame must be byte for byte the one the
 general path (`_read` + `encode_response`) makes, and the general path must still answer
 whenever the appended bytes are not exactly what `_read` would return.
 
 These run the real handler on a real `Partition` over a real `Log` in a temporary directory;
-only the broker around them is a stand-in (its partition lookup, topics and event loop).
+only the broker around them is a stand-in (its partition lookup, topics, event loop and the
+purgatory the waiting fetch is watched in).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from samsa.protocol.messages import (
 from samsa.protocol.records import build_batch, scan_batches
 from samsa.protocol.schema import Out
 from samsa.server import network
-from samsa.server.network import Pending
+from samsa.server.purgatory import Purgatory
 from samsa.server.replica_manager import Partition
+from samsa.server.responses import Pending
 from samsa.storage.config import LogConfig
 from samsa.storage.log import Log
 
@@ -57,8 +60,9 @@ def leader(tmp_path: Path, topic: str = "t") -> Partition:
 def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
     def get(topic: str, index: int) -> Partition | None:
         return partition if (topic, index) == (partition.topic, partition.index) else None
+    purgatory = partition.purgatory = Purgatory(loop)
     return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
-                           loop=loop)
+                           loop=loop, purgatory=purgatory)
 
 
 def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, partition_max_bytes: int = 1 << 20,
@@ -166,6 +170,7 @@ def test_a_fetch_of_several_partitions_takes_the_general_path(tmp_path: Path,
     a, b = leader(tmp_path / "a", "a"), leader(tmp_path / "b", "b")
     by_name = {"a": a, "b": b}
     broker = broker_of(a, loop)
+    b.purgatory = broker.purgatory
     broker.replicas = SimpleNamespace(get=lambda t, i: by_name.get(t) if i == 0 else None)
     header, req = fetch_request(12, [("a", 0, 0), ("b", 0, 0)])
     answers = wait(broker, header, req)
