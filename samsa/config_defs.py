@@ -140,7 +140,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
     _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", dynamic=True),
     _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
-    _b("max.incremental.fetch.session.cache.slots", "int", 1000, "Incremental fetch sessions kept.", at_least(0)),
+    _b("max.incremental.fetch.session.cache.slots", "int", 1000,
+       "Fetch sessions (KIP-227) kept: followers and consumers that fetch incrementally.", at_least(0)),
     # security placeholders (sensitive values are never described)
     _b("ssl.keystore.password", "password", None, "Key store password." + _UNUSED),
     _b("ssl.key.password", "password", None, "Private key password." + _UNUSED),

@@ -3,8 +3,12 @@
 A partition's data is a byte range of one segment, sent with sendfile. Limits are Kafka's:
 `partition_max_bytes` per partition and `max_bytes` for the response, except that the first
 partition with data returns at least its first whole batch so a consumer can always make
-progress (KIP-74). Consumers read up to the high watermark only. Fetch sessions (KIP-227) are
-not kept: every response has session id 0, which clients treat as a full (sessionless) fetch.
+progress (KIP-74). Consumers read up to the high watermark only.
+
+Fetch sessions (KIP-227, `server/fetch_sessions.py`): a fetch that opens or continues a
+session reads every partition of the session (those it names at their new positions, the
+others where the session left them) and answers only those with news. A follower of
+thousands of partitions then sends and receives a handful of entries per round trip.
 
 A fetch with `replica_id` >= 0 comes from a follower: its fetch offset tells the leader what
 it has (ISR and high watermark move, see `Partition.update_follower`), and it reads up to the
@@ -23,6 +27,7 @@ from typing import Any
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
+from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange
 
@@ -37,14 +42,32 @@ ReadResult = tuple[list[dict[str, Any]], int, list[Any], bool]
 
 def handle(ctx: Any, req: Any) -> Any:
     broker = ctx.broker
+    plan: FetchPlan | None = None
+    if getattr(req, "session_id", 0) or getattr(req, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:  # (v7+)
+        plan = broker.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0)
+        if plan.error:
+            return {"throttle_time": 0, "error_code": int(plan.error), "session_id": 0, "responses": []}
+        req = _SessionRequest(req, plan.topics)
     responses, nbytes, waitable, errors = _read(broker, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
-        return _response(responses)
+        return _response(responses, plan)
     # Watched now, before returning: an append handled before anything else runs must still
     # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
-    op = DelayedFetch(req, waitable, lambda: _read(broker, req, first=False), ctx.header)
+    session_req = req
+    op = DelayedFetch(req, waitable, lambda: _read(broker, session_req, first=False), ctx.header, plan)
     broker.purgatory.watch(op, waitable)
     return op.pending
+
+
+class _SessionRequest:
+    """A fetch request as a session sees it: its own limits, the session's partitions."""
+
+    __slots__ = ("max_bytes", "max_wait", "min_bytes", "replica_id", "topics")
+
+    def __init__(self, req: Any, topics: list[Any]) -> None:
+        self.max_bytes, self.max_wait, self.min_bytes = req.max_bytes, req.max_wait, req.min_bytes
+        self.replica_id = getattr(req, "replica_id", -1)
+        self.topics = topics
 
 
 class DelayedFetch(DelayedResponse):
@@ -56,19 +79,22 @@ class DelayedFetch(DelayedResponse):
     waking append just wrote, from memory (`FetchTailFrame`), whenever they are exactly what the
     general path would return; the general path (`read`: `_read` again) answers otherwise."""
 
-    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "read", "req", "tail")
+    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan", "read", "req",
+                 "tail")
 
-    def __init__(self, req: Any, waitable: list[Any], read: Callable[[], ReadResult], header: Any) -> None:
+    def __init__(self, req: Any, waitable: list[Any], read: Callable[[], ReadResult], header: Any,
+                 plan: FetchPlan | None = None) -> None:
         super().__init__(req.max_wait)
         self.req = req
         self.read = read
+        self.plan = plan
         self.answer: Any = None
         follower = getattr(req, "replica_id", -1) >= 0
         # A follower also returns when a high watermark moves, so it learns the new one at once
         # (a leader elected later starts from it).
         self.hws = {(p.topic, p.index): p.hw for p in waitable} if follower else None
         self.tail: FetchTailFrame | None = None
-        if (header.api_version <= TAIL_MAX_VERSION and not follower and len(req.topics) == 1
+        if (header.api_version <= TAIL_MAX_VERSION and not follower and plan is None and len(req.topics) == 1
                 and len(req.topics[0].partitions) == 1):  # (v13+ names topics by id)
             topic = req.topics[0]
             fp = topic.partitions[0]
@@ -100,18 +126,20 @@ class DelayedFetch(DelayedResponse):
         if not done and self.hws is not None:
             done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
         if done:
-            self.answer = _response(responses)
+            self.answer = _response(responses, self.plan)
         return bool(done)
 
     def on_complete(self) -> None:
         answer = self.answer
         if answer is None:  # expired: what there is now
-            answer = _response(self.read()[0])
+            answer = _response(self.read()[0], self.plan)
         self.pending.complete(answer)
 
 
-def _response(responses: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None) -> dict[str, Any]:
+    if plan is None:
+        return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    return {"throttle_time": 0, "error_code": 0, "session_id": plan.session_id, "responses": plan.answer(responses)}
 
 
 def _read(broker: Any, req: Any, first: bool = True) -> ReadResult:

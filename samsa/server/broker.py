@@ -42,6 +42,7 @@ from samsa.ratelimit import BurstLog
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.dispatch import Dispatcher
+from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.isr_manager import IsrManager
 from samsa.server.loop_monitor import LoopMonitor
@@ -72,6 +73,7 @@ class Broker:
         self.store: MetadataStore | None = None
         self.logs: LogManager | None = None
         self.purgatory: Purgatory = None  # type: ignore[assignment]  # set by run(): it runs on the loop
+        self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
         self.replicas = ReplicaManager()
         self.topics: dict[str, Topic] = {}
         self.cluster_id = ""
