@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from samsa.protocol.messages import decode_request_body, decode_request_header, encode_request, encode_response
 from samsa.protocol.records import build_batch, scan_batches

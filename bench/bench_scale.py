@@ -33,10 +33,10 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
-import shutil
 import tempfile
 import threading
 import time
@@ -384,7 +384,7 @@ def _run(dep: Deployment, res: Result, counts: list[int], args: argparse.Namespa
         res.add("ratio all-partitions / one-partition", f"{rates[big] / rates['one']:.2f}")
 
     def md() -> str:
-        dt, n = metadata_time(admin)
+        dt, n = metadata_time(admin)  # noqa: F821 (called before `del admin` below)
         return f"{dt * 1000:.0f} ms ({n:,} partitions)"
 
     phase(res, "one full Metadata call (median of 3)", md)

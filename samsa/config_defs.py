@@ -150,7 +150,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        "Class that maps connections to principals." + _UNUSED),
     # ZooKeeper (accepted so Kafka files load)
-    _b("zookeeper.connect", "string", None, "ZooKeeper connection string (host:port,...[/chroot]); unset runs one broker with an embedded store."),
+    _b("zookeeper.connect", "string", None,
+       "ZooKeeper connection string (host:port,...[/chroot]); unset runs one broker with an embedded store."),
     _b("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout."),
     _b("zookeeper.connection.timeout.ms", "int", None, "ZooKeeper connect timeout (default: the session timeout)."),
     # topics and logs
@@ -232,8 +233,10 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask for."),
     _b("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask for."),
     _b("offset.metadata.max.bytes", "int", 4096, "Largest metadata string a committed offset may carry.", at_least(0)),
-    _b("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of KIP-848 consumer group members.", at_least(1)),
-    _b("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of KIP-848 consumer group members.", at_least(1)),
+    _b("group.consumer.heartbeat.interval.ms", "int", 5000, "Heartbeat interval of KIP-848 consumer group members.",
+       at_least(1)),
+    _b("group.consumer.session.timeout.ms", "int", 45000, "Session timeout of KIP-848 consumer group members.",
+       at_least(1)),
     _b("group.consumer.max.size", "int", INT_MAX, "Most members in one KIP-848 consumer group.", at_least(1)),
     _b("group.max.size", "int", INT_MAX, "Most members in one group.", at_least(1)),
     # replication and leadership

@@ -52,7 +52,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> "BrokerProcess":
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
             [*self.wrap, sys.executable, "-m", "samsa", "broker", "start", str(self.config_path)],
@@ -92,7 +92,7 @@ class BrokerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
 
-    def restart(self) -> "BrokerProcess":
+    def restart(self) -> BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.stop()
         return self.start()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -43,14 +43,14 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from samsa.cli import client as cl
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.cli.group_tables import (
+    _KAFKA_MESSAGES,
     MISSING,
     STATES,
-    TYPES,
     TP,
+    TYPES,
     MemberRow,
     OffsetRow,
     Plan,
-    _KAFKA_MESSAGES,
     _tp,
     clamp,
     delete_offsets_outcome,
@@ -196,7 +196,8 @@ def check_args(p: ArgumentParser, a: argparse.Namespace) -> None:
         )
     if not a.reset_offsets:
         invalid(actions[0], _RESET_ONLY)
-    checks = [(a.state, parse_states), (a.type, parse_types), (a.to_datetime, parse_datetime)]
+    checks: list[tuple[Any, Callable[[str], Any]]] = [(a.state, parse_states), (a.type, parse_types),
+                                                       (a.to_datetime, parse_datetime)]
     checks += [(a.by_duration, parse_duration)] + [(t, parse_topic_arg) for t in a.topic or []]
     for value, parse in checks:
         try:
@@ -426,7 +427,7 @@ class GroupService:
             if a.to_datetime is not None:
                 when = parse_datetime(a.to_datetime)
             else:
-                when = round(dt.datetime.now(dt.timezone.utc).timestamp() * 1000) - parse_duration(a.by_duration)
+                when = round(dt.datetime.now(dt.UTC).timestamp() * 1000) - parse_duration(a.by_duration)
             found = self.log_offsets(tps, OffsetSpec.for_timestamp(when))
             empty = [tp for tp in tps if (found[tp] or 0) < 0]
             for t, p in empty:

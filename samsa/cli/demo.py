@@ -118,7 +118,8 @@ def run(argv: list[str]) -> int:
     ap = ArgumentParser(prog="samsa demo", description=__doc__.split("\n\n")[0],
                         epilog="Results stay in --data-dir; query them with `samsa pipeline query`.")
     ap.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
-    ap.add_argument("--data-dir", default="samsa-demo", help="broker data, parquet and checkpoints (default: ./samsa-demo)")
+    ap.add_argument("--data-dir", default="samsa-demo",
+                    help="broker data, parquet and checkpoints (default: ./samsa-demo)")
     ap.add_argument("--http-port", type=int, default=8050, help="dashboard port (default: 8050)")
     ap.add_argument("--rate", type=float, default=2000, help="simulated sensor readings per second (default: 2000)")
     ap.add_argument("--sensors", type=int, default=50, help="simulated sensors (default: 50)")
@@ -156,7 +157,8 @@ class Demo:
             self._stop_all()
         say(f"stopped; results kept in {self.data}")
         print(f"    try: {command_name()} pipeline query --data-dir {self.data} "
-              "\"SELECT city, max(aqi) AS worst_aqi FROM windows WHERE kind = 'city_1m' GROUP BY city ORDER BY 2 DESC\"")
+              "\"SELECT city, max(aqi) AS worst_aqi FROM windows WHERE kind = 'city_1m' "
+              "GROUP BY city ORDER BY 2 DESC\"")
         return 0
 
     def _start(self) -> None:
@@ -202,9 +204,14 @@ class Demo:
                 sim_done.set()
 
         threading.Thread(target=simulate, name="simulator", daemon=True).start()
-        self.parts.append(("simulator", lambda: (sim_stop.set(), sim_done.wait(30))))
+        def stop_simulator() -> None:
+            sim_stop.set()
+            sim_done.wait(30)
+
+        self.parts.append(("simulator", stop_simulator))
         say(f"simulating {self.args.sensors} sensors at {self.args.rate:,.0f} readings/s into {contract.READINGS}")
-        say(f"running: open {self.dashboard.url} (the first windows appear within a few triggers) — Ctrl-C stops everything")
+        say(f"running: open {self.dashboard.url} (the first windows appear within a few triggers) "
+            "— Ctrl-C stops everything")
 
     def _watch(self) -> None:
         deadline = None if self.args.duration is None else time.monotonic() + self.args.duration

@@ -52,7 +52,8 @@ def build_parser() -> ArgumentParser:
         help="REQUIRED: PREFERRED (elect the preferred replica when it is in sync) or UNCLEAN "
         "(elect any live replica when no in-sync replica is alive). Case-insensitive.",
     )
-    p.add_argument("--topic", metavar="TOPIC", help="The topic of the partition to elect a leader for; needs --partition.")
+    p.add_argument("--topic", metavar="TOPIC",
+                   help="The topic of the partition to elect a leader for; needs --partition.")
     p.add_argument("--partition", metavar="N", help="The partition to elect a leader for; needs --topic.")
     p.add_argument(
         "--all-topic-partitions", action="store_true", help="Elect leaders for every partition of every topic."
@@ -104,9 +105,9 @@ def parse_election_json(text: str, source: str = "the JSON file") -> list[Partit
     if not isinstance(entries, list):
         raise CliError(f'{source}: "partitions" must be a list')
     out: list[Partition] = []
-    for i, e in enumerate(entries):
-        topic = e.get("topic") if isinstance(e, dict) else None
-        partition = e.get("partition") if isinstance(e, dict) else None
+    for i, entry in enumerate(entries):
+        topic = entry.get("topic") if isinstance(entry, dict) else None
+        partition = entry.get("partition") if isinstance(entry, dict) else None
         if not isinstance(topic, str) or not topic:
             raise CliError(f'{source}: partitions[{i}] needs a non-empty "topic" string')
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:

@@ -11,14 +11,16 @@ import sys
 
 TOOLS: dict[str, tuple[str, str]] = {
     "broker": ("samsa.cli.broker", "run a broker (samsa broker start CONFIG)"),
-    "zookeeper": ("samsa.cli.zookeeper", "run Debian's ZooKeeper server in the foreground (samsa zookeeper start ZOO_CFG)"),
+    "zookeeper": ("samsa.cli.zookeeper",
+                  "run Debian's ZooKeeper server in the foreground (samsa zookeeper start ZOO_CFG)"),
     "topics": ("samsa.cli.topics", "create, list, describe, alter and delete topics"),
     "console-producer": ("samsa.cli.console_producer", "write lines from stdin to a topic"),
     "console-consumer": ("samsa.cli.console_consumer", "print records of a topic"),
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs"),
     "leader-election": ("samsa.cli.leader_election", "run preferred or unclean leader elections"),
-    "reassign-partitions": ("samsa.cli.reassign_partitions", "generate, execute, verify and cancel partition reassignments"),
+    "reassign-partitions": ("samsa.cli.reassign_partitions",
+                            "generate, execute, verify and cancel partition reassignments"),
     "perf": ("samsa.cli.perf", "producer and consumer performance tests"),
     "dashboard": ("samsa.cli.dashboard", "serve the realtime pipeline's live web dashboard"),
     "ingest": ("samsa.cli.ingest", "feed the pipeline: simulated sensors, the pollution API, log files"),

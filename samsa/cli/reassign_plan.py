@@ -143,7 +143,7 @@ def parse_reassignment(text: str, source: str = "the reassignment JSON file", *,
         topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
         if not isinstance(topic, str) or not topic:
             raise CliError(f"{where} needs a non-empty \"topic\" string")
-        if not _is_int(partition) or partition < 0:
+        if not isinstance(partition, int) or not _is_int(partition) or partition < 0:
             raise CliError(f"{where} needs a non-negative integer \"partition\"")
         tp = (topic, partition)
         where = f"{source}: partition {tp_str(tp)}"
@@ -208,7 +208,7 @@ def rollback_output(current: Mapping[TopicPartition, Sequence[int]]) -> str:
 
 
 def partition_list(tps: Iterable[TopicPartition]) -> str:
-    return _join((tp_str(tp) for tp in sort_partitions(tps)))
+    return _join(tp_str(tp) for tp in sort_partitions(tps))
 
 
 # ----------------------------------------------------------------------------- generate

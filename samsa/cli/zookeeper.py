@@ -42,7 +42,8 @@ def build_parser() -> ArgumentParser:
         epilog="Environment: JAVA_HOME (which java), JVMFLAGS (extra JVM options, e.g. -Xmx512m).",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    start = sub.add_parser("start", help="run the server in the foreground", description="Run ZooKeeper in the foreground.")
+    start = sub.add_parser("start", help="run the server in the foreground",
+                           description="Run ZooKeeper in the foreground.")
     start.add_argument("config", metavar="ZOO_CFG", help="a standard zoo.cfg (dataDir, clientPort, ...)")
     start.add_argument(
         "--print-cmd", action="store_true", help="print the java command line instead of running it"
@@ -104,7 +105,8 @@ def find_java() -> str:
         return str(Path(home, "bin", "java"))
     java = shutil.which("java")
     if java is None:
-        raise CliError("no java found (set JAVA_HOME or put java on PATH; Debian: apt-get install default-jre-headless)")
+        raise CliError("no java found (set JAVA_HOME or put java on PATH; "
+                       "Debian: apt-get install default-jre-headless)")
     return java
 
 

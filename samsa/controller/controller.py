@@ -49,6 +49,7 @@ from samsa.metadata import zkdata
 from samsa.metadata.store import BadVersion, Fenced, MetadataStore, NodeExists, NoNode, StoreError
 
 log = logging.getLogger("samsa.controller")
+PS = zkdata.PartitionState
 
 
 
@@ -335,7 +336,7 @@ class Controller:
         offline: dict[TP, str] = {}  # (a decision may be made again for a retried write: one line each)
         unclean: dict[TP, str] = {}
 
-        def decide(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def decide(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None:  # a new partition: its live replicas are its ISR
                 isr = [r for r in replicas if r in live]
                 return zkdata.PartitionState(isr[0] if isr else -1, 0, isr or list(replicas))
@@ -363,7 +364,8 @@ class Controller:
                         " ..." if len(offline) > 10 else "")
         if unclean:
             log.warning("Unclean leader election for %d partitions; records acknowledged by the old ISR may be lost: "
-                        "%s%s", len(unclean), ", ".join(list(unclean.values())[:10]), " ..." if len(unclean) > 10 else "")
+                        "%s%s", len(unclean), ", ".join(list(unclean.values())[:10]),
+                        " ..." if len(unclean) > 10 else "")
         if written:
             led = sum(1 for s in written.values() if s.leader >= 0)
             log.info("Elected leaders for %d partitions (%d offline) after %s in %.0f ms", led, len(written) - led,
@@ -403,7 +405,7 @@ class Controller:
         """Dead replicas leave the ISRs (the leader would keep an idle one: its log end offset
         still matches)."""
 
-        def shrink(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def shrink(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None or st.leader < 0 or not (set(st.isr) & dead):
                 return None
             isr = [r for r in st.isr if r not in dead]
@@ -430,11 +432,12 @@ class Controller:
         for name in new:
             self._topic_watches[name] = None  # claimed: a later event does not watch it twice
 
+        def on_assignment(name: str) -> Callable[[bytes | None, int | None], None]:
+            return lambda data, version: self.events.put(self._in_term, term, self._on_assignment, name, data)
+
         async def watch(name: str) -> None:
             try:
-                w = await self.store.watch_data(
-                    zkdata.topic_path(name), lambda d, v, n=name: self.events.put(self._in_term, term,
-                                                                                  self._on_assignment, n, d))
+                w = await self.store.watch_data(zkdata.topic_path(name), on_assignment(name))
             except StoreError as e:
                 self._topic_watches.pop(name, None)
                 log.warning("Could not watch topic %s: %s", name, e)
@@ -459,7 +462,8 @@ class Controller:
         if self.live is not None:
             keys = [(name, p) for p in assignment.partitions]
             fresh: set[TP] = set()
-            if self._initial_topics is not None and name not in self._initial_topics:  # a topic that existed when this controller took over has states
+            # A topic that existed when this controller took over has states: none is new.
+            if self._initial_topics is not None and name not in self._initial_topics:
                 known = before.partitions if before is not None and before.topic_id == assignment.topic_id else {}
                 view = self.ctx.view
                 fresh = {(name, p) for p in assignment.partitions if p not in known and view.state(name, p) is None}
@@ -497,7 +501,7 @@ class Controller:
         keys = [(t, p) for t, a in self.assignments.items() for p, reps in a.partitions.items()
                 if any(b in reps for b in fresh)]
 
-        def move(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def move(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None:
                 return None
             if st.leader in going:

@@ -24,9 +24,11 @@ from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode
 
 log = logging.getLogger("samsa.controller")
+PS = zkdata.PartitionState
 
 TP = tuple[str, int]
 Outcome = dict[TP, tuple[int, str | None]]
+NOT_HOSTED = "This server does not host this topic-partition."
 
 
 class Operations:
@@ -62,7 +64,7 @@ class Operations:
         live = c.live or set()
         outcome: Outcome = {}
 
-        def decide(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def decide(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None:
                 outcome[(topic, p)] = (ErrorCode.LEADER_NOT_AVAILABLE, "partition has no state yet")
                 return None
@@ -72,7 +74,8 @@ class Operations:
             leader = preferred_leader(replicas, st.isr, live - c.shutting_down)
             if leader is None:
                 outcome[(topic, p)] = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
-                                       f"preferred replica {replicas[0] if replicas else -1} is not alive and in the ISR")
+                                       f"preferred replica {replicas[0] if replicas else -1} is not alive and "
+                                       "in the ISR")
                 return None
             outcome[(topic, p)] = (ErrorCode.NONE, None)
             return zkdata.PartitionState(leader, st.leader_epoch + 1, st.isr)
@@ -88,7 +91,7 @@ class Operations:
         live = c.live or set()
         outcome: Outcome = {}
 
-        def decide(topic: str, p: int, replicas: list[int], st: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def decide(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None:
                 outcome[(topic, p)] = (ErrorCode.LEADER_NOT_AVAILABLE, "partition has no state yet")
                 return None
@@ -115,12 +118,13 @@ class Operations:
         c = self.c
         if partitions is None:
             return c.all_partitions(), {}
-        ok, bad = [], {}
+        ok: list[TP] = []
+        bad: Outcome = {}
         for t, p in partitions:
             if t in c.assignments and p in c.assignments[t].partitions:
                 ok.append((t, p))
             else:
-                bad[(t, p)] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "This server does not host this topic-partition.")
+                bad[(t, p)] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), NOT_HOSTED)
         return ok, bad
 
     async def elect_leaders(self, election_type: int, partitions: list[TP] | None) -> Outcome:
@@ -159,11 +163,12 @@ class Operations:
         for (t, p), target in changes.items():
             a = c.assignments.get(t)
             if a is None or p not in a.partitions:
-                result[(t, p)] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "This server does not host this topic-partition.")
+                result[(t, p)] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), NOT_HOSTED)
                 continue
             if target is None:
                 if p not in a.adding and p not in a.removing:
-                    result[(t, p)] = (int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS), f"no reassignment of {t}-{p} in progress")
+                    result[(t, p)] = (int(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS),
+                                      f"no reassignment of {t}-{p} in progress")
                     continue
             else:
                 unknown = [r for r in target if r not in live]
@@ -237,7 +242,7 @@ class Operations:
             return
         live = c.live or set()
 
-        def finish(t: str, q: int, replicas: list[int], cur: zkdata.PartitionState | None) -> zkdata.PartitionState | None:
+        def finish(t: str, q: int, replicas: list[int], cur: PS | None) -> PS | None:
             if cur is None or not reassignment_complete(target, cur.isr):
                 return None
             isr = [r for r in cur.isr if r in target]

@@ -24,6 +24,7 @@ Reconciling (some member not yet at the assignment epoch or not stable), Stable.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from .assignors import DEFAULT_ASSIGNOR, Assignment
 
@@ -194,14 +195,14 @@ def next_assignment(
     return (UNRELEASED_PARTITIONS if unreleased else STABLE), target_epoch, grown, {}
 
 
-def to_assignment(topic_partitions: Iterable[object] | None) -> Assignment | None:
+def to_assignment(topic_partitions: Iterable[Any] | None) -> Assignment | None:
     """A request's `topic_partitions` (topic_id, partitions) as an Assignment (None stays None)."""
     if topic_partitions is None:
         return None
     out: dict[bytes, frozenset[int]] = {}
     for tp in topic_partitions:
-        tid = bytes(getattr(tp, "topic_id"))
-        out[tid] = out.get(tid, EMPTY_SET) | frozenset(getattr(tp, "partitions") or ())
+        tid = bytes(tp.topic_id)
+        out[tid] = out.get(tid, EMPTY_SET) | frozenset(tp.partitions or ())
     return out
 
 

@@ -87,7 +87,7 @@ class EmbeddedStore:
         self._closed = False
 
     @classmethod
-    async def open(cls, path: Path, *, legacy_json: Path | None = None) -> "EmbeddedStore":
+    async def open(cls, path: Path, *, legacy_json: Path | None = None) -> EmbeddedStore:
         """Open (or create) the store whose journal is at `path` (importing `legacy_json`, the
         file of earlier versions, if present); reading it happens off the loop."""
         loop = asyncio.get_running_loop()

@@ -112,9 +112,12 @@ class Journal:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
+                    # Each run is consumed once, streamed into SQLite (a batch need not fit in memory twice).
                     for is_delete, run in groupby(changes, key=lambda c: c[1] is None):
-                        cur = conn.executemany(_DELETE, ((c[0],) for c in run)) if is_delete else \
-                            conn.executemany(_UPSERT, _upserts(run))
+                        if is_delete:
+                            cur = conn.executemany(_DELETE, ((c[0],) for c in run))
+                        else:
+                            cur = conn.executemany(_UPSERT, _upserts(run))  # noqa: B031
                         n += max(cur.rowcount, 0)
                     conn.execute("COMMIT")
                 except BaseException:
@@ -175,8 +178,7 @@ def read_legacy_json(path: Path) -> dict[str, tuple[bytes, int]]:
 
 
 def _upserts(run: Iterable[Change]) -> Iterator[tuple[str, bytes, int]]:
-    for path, data, version in run:
-        yield path, data, version  # type: ignore[misc]  # data is not None in an upsert run
+    yield from run  # type: ignore[misc]  # data is not None in an upsert run
 
 
 def _configure(conn: sqlite3.Connection, path: Path) -> None:

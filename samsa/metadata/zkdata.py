@@ -3,7 +3,9 @@
     /cluster/id                                   {"version":"1","id":"<cluster id>"}
     /brokers/ids/<id>                             (ephemeral) registration with endpoints
     /brokers/topics/<topic>                       {"version":3,"topic_id":"<base64>","partitions":{"0":[0,1]}, ...}
-    /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":0,"leader_epoch":0,"isr":[0],"controller_epoch":1}
+    /brokers/topics/<topic>/partitions/<p>/state
+                                                  {"version":1,"leader":0,"leader_epoch":0,"isr":[0],
+                                                   "controller_epoch":1}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id> and /config/brokers/<default>
     /admin/delete_topics/<topic>
@@ -94,7 +96,7 @@ class TopicAssignment:
         )
 
     @classmethod
-    def decode(cls, data: bytes) -> "TopicAssignment":
+    def decode(cls, data: bytes) -> TopicAssignment:
         doc = loads(data)
         return cls(decode_topic_id(doc["topic_id"]), {int(p): list(r) for p, r in doc["partitions"].items()},
                    {int(p): list(r) for p, r in (doc.get("adding_replicas") or {}).items()},
@@ -116,9 +118,10 @@ class PartitionState:
         )
 
     @classmethod
-    def decode(cls, data: bytes, version: int = 0) -> "PartitionState":
+    def decode(cls, data: bytes, version: int = 0) -> PartitionState:
         doc = loads(data)
-        return cls(int(doc["leader"]), int(doc["leader_epoch"]), list(doc["isr"]), int(doc.get("controller_epoch", 1)), version)
+        return cls(int(doc["leader"]), int(doc["leader_epoch"]), list(doc["isr"]), int(doc.get("controller_epoch", 1)),
+                   version)
 
 
 def encode_config(config: dict[str, str]) -> bytes:

@@ -148,7 +148,7 @@ class _SessionListener:
 class _ZkWatch:
     """A self re-arming watch on one path (see "Watches" in the module docstring)."""
 
-    def __init__(self, store: "ZooKeeperStore", path: str, children: bool, callback: Callable[..., Any]) -> None:
+    def __init__(self, store: ZooKeeperStore, path: str, children: bool, callback: Callable[..., Any]) -> None:
         self.store = store
         self.path = path
         self.children = children
@@ -274,7 +274,7 @@ class ZooKeeperStore:
 
     @classmethod
     async def connect(cls, connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
-                      connection_timeout_ms: int | None = None) -> "ZooKeeperStore":
+                      connection_timeout_ms: int | None = None) -> ZooKeeperStore:
         """Open a session (in a worker thread), create the chroot if missing."""
         hosts, chroot = parse_connect(connect)
         conn_timeout = (connection_timeout_ms or session_timeout_ms) / 1000

@@ -304,7 +304,7 @@ class PipelineJob:
         self._monitor: threading.Thread | None = None
         self.last_status: dict[str, Any] | None = None
 
-    def start(self) -> "PipelineJob":
+    def start(self) -> PipelineJob:
         self.cfg.data_dir.mkdir(parents=True, exist_ok=True)
         parsed = parsed_stream(self.spark, self.cfg)
         self.queries = [aggregates_query(parsed, self.cfg, self.writer), store_query(parsed, self.cfg, self.store)]

@@ -60,9 +60,9 @@ def _plain(v: Any) -> Any:
     raise TypeError(f"unsupported default {v!r}")
 
 
-def struct_spec(cls: type, flexible: bool) -> tuple[bool, tuple[Any, ...]]:
+def struct_spec(cls: Any, flexible: bool) -> tuple[bool, tuple[Any, ...]]:
     fields = []
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         t, nullable = _unwrap_optional(f.type)
         is_array = get_origin(t) is tuple
         elem = get_args(t)[0] if is_array else t

@@ -169,7 +169,7 @@ def scan_batches(
     return found
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
     """Zigzag varint at `pos` -> (value, next position). IndexError past the end of `buf`."""
     b = buf[pos]
     if b < 0x80:

@@ -182,11 +182,11 @@ class StructCodec:
         # The fields in wire order: (compiled field, its schema tuple, the codec of a nested struct)
         self._members: list[_Member] = []
         for f in fields:
-            spec, nested_codec = _compile_field(f, flexible)
-            if spec.tag is None:
-                self._members.append(_Member(spec, f, nested_codec))
+            fs, nested_codec = _compile_field(f, flexible)
+            if fs.tag is None:
+                self._members.append(_Member(fs, f, nested_codec))
             else:
-                self.tagged[spec.tag] = spec
+                self.tagged[fs.tag] = fs
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
         self.decode: Callable[[Reader], Msg] = self._compile_decoder()
         self.encode: Callable[[Out, Any], None] = self._compile_encoder()
@@ -238,7 +238,8 @@ class StructCodec:
                 reader = _bytes_reader(self.flexible, nullable, kind == "records", name)
                 lines.append(f"{ind}{target}, p = {ref(reader)}(buf, p, end)")
             else:  # arrays of scalars and anything else: the field's own decoder on a Reader
-                lines += [f"{ind}rr = Reader(buf, p, end)", f"{ind}{target} = {ref(spec.decode)}(rr)", f"{ind}p = rr.pos"]
+                lines += [f"{ind}rr = Reader(buf, p, end)", f"{ind}{target} = {ref(spec.decode)}(rr)",
+                          f"{ind}p = rr.pos"]
         if self.flexible:
             tail = ref(self._decode_tagged)
             if not self._tag_order:  # no tagged fields known: the common case is an empty section
@@ -247,7 +248,7 @@ class StructCodec:
             else:
                 lines += [f"{ind}rr = Reader(buf, p, end)", f"{ind}{tail}(rr, {d})", f"{ind}p = rr.pos"]
 
-    def _emit_array(self, lines: list[str], env: dict[str, Any], depth: int, ind: str, codec: "StructCodec",
+    def _emit_array(self, lines: list[str], env: dict[str, Any], depth: int, ind: str, codec: StructCodec,
                     nullable: bool, name: str, target: str, ref: Callable[[Any], str]) -> None:
         n = f"n{depth + 1}"
         if self.flexible:  # compact: uvarint of count + 1
@@ -410,7 +411,8 @@ def _string_reader(compact: bool, nullable: bool, name: str) -> Callable[[Any, i
     return read
 
 
-def _bytes_reader(compact: bool, nullable: bool, keep_view: bool, name: str) -> Callable[[Any, int, int], tuple[Any, int]]:
+def _bytes_reader(compact: bool, nullable: bool, keep_view: bool,
+                  name: str) -> Callable[[Any, int, int], tuple[Any, int]]:
     def read(buf: Any, p: int, end: int) -> tuple[Any, int]:
         n, p = _length_at(buf, p, end, compact, 4)
         if n < 0:
@@ -430,7 +432,7 @@ def _bytes_reader(compact: bool, nullable: bool, keep_view: bool, name: str) -> 
 class _Member(NamedTuple):
     spec: FieldSpec
     schema: tuple[Any, ...]  # (name, kind, nullable, is_array, tag, default, nested)
-    codec: "StructCodec | None"  # a nested struct's
+    codec: StructCodec | None  # a nested struct's
 
 
 def _runs(members: list[_Member], fixed: dict[str, str]) -> list[Any]:
@@ -475,7 +477,7 @@ def read_tagged_fields(r: Reader, known: dict[int, FieldSpec] | None, into: dict
         r.pos = end  # unknown tags are skipped, as the protocol requires
 
 
-def _compile_field(f: tuple[Any, ...], flexible: bool) -> tuple[FieldSpec, "StructCodec | None"]:
+def _compile_field(f: tuple[Any, ...], flexible: bool) -> tuple[FieldSpec, StructCodec | None]:
     name, kind, nullable, is_array, tag, default, nested = f
     codec = None
     if nested is not None:

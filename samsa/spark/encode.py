@@ -34,7 +34,6 @@ import pyarrow.compute as pc
 from samsa.protocol.batch import HEADER_SIZE
 from samsa.protocol.records import seal_batch
 
-
 _SEED = 0x9747B28C
 _M = np.uint32(0x5BD1E995)
 _VARINT_LIMITS = np.array([1 << (7 * i) for i in range(1, 10)], dtype=np.uint64)

@@ -278,10 +278,10 @@ def _offset_spec(params: dict[str, str], prefix: str, default: OffsetSpec) -> Of
         except OffsetJsonError as e:
             raise OptionError(f"Option '{prefix}OffsetsByTimestamp': {e}") from None
         return SpecificTimestamps(tuple(sorted(timestamps.items())))
-    raw = params.get(offsets_key)
-    if raw is None:
+    raw_offsets = params.get(offsets_key)
+    if raw_offsets is None:
         return default
-    text = raw.strip()
+    text = raw_offsets.strip()
     if text.lower() == "earliest":
         return EARLIEST_SPEC
     if text.lower() == "latest":
@@ -308,7 +308,8 @@ def _check_streaming(params: dict[str, str]) -> None:
 
 def _check_batch(start: OffsetSpec, end: OffsetSpec) -> None:
     if isinstance(start, Latest):
-        raise OptionError("starting offset can't be latest for batch queries: set 'startingOffsets' to earliest or JSON")
+        raise OptionError("starting offset can't be latest for batch queries: "
+                          "set 'startingOffsets' to earliest or JSON")
     if isinstance(start, SpecificOffsets):
         for (topic, partition), offset in start.offsets:
             if offset == LATEST:
@@ -378,7 +379,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = True) 
         starting_timestamp_strategy=strategy,
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
-        max_trigger_delay_ms=DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else parse_duration_ms(delay, "maxTriggerDelay"),
+        max_trigger_delay_ms=(DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None
+                              else parse_duration_ms(delay, "maxTriggerDelay")),
         fail_on_data_loss=parse_bool(params, "failondataloss", "failOnDataLoss", True),
         include_headers=parse_bool(params, "includeheaders", "includeHeaders", False),
         topic=topic.strip() if topic is not None and topic.strip() else None,

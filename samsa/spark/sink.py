@@ -43,7 +43,7 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from samsa.protocol.errors import ErrorCode
 from samsa.spark.client import ClientError, ProduceError, SamsaClient, client_for
-from samsa.spark.encode import Records, RecordError, encode_batches, partition_for_keys
+from samsa.spark.encode import RecordError, Records, encode_batches, partition_for_keys
 from samsa.spark.options import OptionError, SinkOptions, parse_sink_options
 
 TopicPartition = tuple[str, int]

@@ -87,10 +87,10 @@ class SamsaDataSource(DataSource):
             raise SamsaSourceError(str(e)) from None
         return SCHEMA + (HEADERS if opts.include_headers else "")
 
-    def reader(self, schema: StructType) -> "SamsaBatchReader":
+    def reader(self, schema: StructType) -> SamsaBatchReader:
         return SamsaBatchReader(_options(self.options, streaming=False))
 
-    def streamReader(self, schema: StructType) -> "SamsaStreamReader":
+    def streamReader(self, schema: StructType) -> SamsaStreamReader:
         try:
             return SamsaStreamReader(_options(self.options, streaming=True))
         except SamsaSourceError as e:

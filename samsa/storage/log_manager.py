@@ -33,8 +33,8 @@ import os
 import re
 import shutil
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from samsa.storage.checkpoints import (

@@ -182,7 +182,8 @@ def check_follower_offsets(name: str, headers: Sequence[tuple[int, BatchHeader]]
     new_epochs: list[tuple[int, int]] = []
     for pos, h in headers:
         if (h.base_offset != expected) if not batches else (h.base_offset < expected):
-            raise UnexpectedAppendOffset(f"{name}: batch at offset {h.base_offset} does not follow offset {expected - 1}")
+            raise UnexpectedAppendOffset(
+                f"{name}: batch at offset {h.base_offset} does not follow offset {expected - 1}")
         last = h.last_offset
         if h.max_timestamp > max_ts:
             max_ts, offset_of_max = h.max_timestamp, last

@@ -19,6 +19,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from samsa.cli.common import CliError
 from samsa.cli.group_tables import (
     MemberRow,
     OffsetRow,
@@ -36,9 +37,9 @@ from samsa.cli.group_tables import (
     parse_reset_plan,
     parse_topic_arg,
 )
-from samsa.cli.common import CliError
 from tests.brokerproc import free_port
 from tests.cli.helpers import ok, one_line_error, samsa
+
 
 def cg(*args: str) -> subprocess.CompletedProcess[str]:
     return samsa("consumer-groups", *args)
@@ -567,4 +568,4 @@ def test_delete_groups(broker: Any, empty_group: tuple[str, str, int]) -> None:
 
 
 def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3]

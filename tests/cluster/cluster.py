@@ -92,7 +92,7 @@ class Cluster:
         p = self.brokers[i].proc
         return p is not None and p.poll() is None
 
-    def start_all(self, timeout: float = 30.0, parallel: bool = False) -> "Cluster":
+    def start_all(self, timeout: float = 30.0, parallel: bool = False) -> Cluster:
         """Start every broker (one after the other, or all at once with `parallel`) and wait
         until all are registered in ZooKeeper and one of them is the controller."""
         if not parallel:
@@ -116,7 +116,7 @@ class Cluster:
             raise errors[0]
         return self._wait_ready(timeout)
 
-    def _wait_ready(self, timeout: float) -> "Cluster":
+    def _wait_ready(self, timeout: float) -> Cluster:
         self.wait_registered(range(self.n), timeout)
         self.wait_for(lambda: self.controller() is not None, timeout, "a controller is elected")
         self.wait_metadata_brokers(range(self.n), timeout)

@@ -61,7 +61,7 @@ def test_start_up_waits_for_zookeeper_within_the_connection_timeout(broker_facto
     import threading
     import time
 
-    from tests.zk.conftest import free_port, write_zoo_cfg, launcher_cmd, serving
+    from tests.zk.conftest import free_port, launcher_cmd, serving, write_zoo_cfg
 
     port = free_port()
     d = tmp_path / "late-zk"

@@ -94,7 +94,7 @@ class AckingProducer:
             self.producer.poll(0.003)  # serves the delivery callbacks; also paces the writes
         self.left = self.producer.flush(90)
 
-    def start(self) -> "AckingProducer":
+    def start(self) -> AckingProducer:
         self.thread.start()
         return self
 

@@ -168,7 +168,7 @@ class Conn:
     def close(self) -> None:
         self.sock.close()
 
-    def __enter__(self) -> "Conn":
+    def __enter__(self) -> Conn:
         return self
 
     def __exit__(self, *exc: object) -> None:

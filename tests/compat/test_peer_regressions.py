@@ -40,7 +40,6 @@ from tests.compat.helpers import (
     make_records,
 )
 
-
 # --- (a) ListOffsets latest is exact ---------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ import pytest
 from samsa.protocol import compression
 from samsa.protocol.records import build_batch, iter_all_records, scan_batches
 from samsa.spark.arrow import decode_partition
-from samsa.spark.encode import Records, RecordError, encode_batches, murmur2, partition_for_keys, split_points
+from samsa.spark.encode import RecordError, Records, encode_batches, murmur2, partition_for_keys, split_points
 
 HEADERS = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 

@@ -51,7 +51,8 @@ class LiveState:
             return self._rendered
 
     def snapshot(self) -> dict[str, Any]:
-        return json.loads(self.payload()[1])  # type: ignore[no-any-return]
+        snap: dict[str, Any] = json.loads(self.payload()[1])
+        return snap
 
     def wait_newer(self, version: int, timeout: float) -> bool:
         """Wait up to `timeout` s for a version after `version`; False on timeout or close."""
