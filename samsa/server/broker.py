@@ -55,7 +55,6 @@ from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
-from samsa.storage.log import Log
 from samsa.storage.log_manager import LogManager, write_checkpoints
 
 log = logging.getLogger("samsa.broker")
@@ -408,8 +407,8 @@ class Broker:
         rack = self.config.get("broker.rack")
         for name, host, port in self.config.advertised_listeners():
             if name == listener_name:
-                if not host or host in ("0.0.0.0", "::"):
-                    host = self.config.hostname()
+                if not host or host in ("0.0.0.0", "::"):  # (advertised_listeners already replaces these)
+                    host = self.config.hostname
                 if port == 0:
                     port = next(lst.port for lst in self.listeners if lst.name == name)
                 return [(self.node_id, host, port, rack)]
@@ -439,7 +438,10 @@ class Broker:
     def start_timers(self) -> None:
         assert self.logs is not None
         logs = self.logs
-        now_ms = lambda: int(time.time() * 1000)  # noqa: E731
+
+        def now_ms() -> int:
+            return int(time.time() * 1000)
+
         self._every(self.config.get("log.retention.check.interval.ms"), lambda: logs.cleanup(now_ms()), "retention")
         # flush_due also fsyncs rolled segments so the recovery point advances; it is cheap
         # when nothing is due, so it runs at least every second whatever the scheduler says.
