@@ -41,7 +41,8 @@ from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, Stor
 from samsa.ratelimit import BurstLog
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
-from samsa.server.dispatch import Dispatcher
+from samsa.server.context import BrokerServices
+from samsa.server.dispatch import Dispatcher, supported_versions
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.isr_manager import IsrManager
@@ -76,7 +77,8 @@ class Broker:
         self.replicas = ReplicaManager()
         self.topics: dict[str, Topic] = {}
         self.cluster_id = ""
-        self.dispatcher = Dispatcher(self, HANDLER_MODULES)
+        self.services: BrokerServices = None  # type: ignore[assignment]  # set by open_storage()
+        self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by open_storage()
         self.admin = AdminManager(self)
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
@@ -161,9 +163,23 @@ class Broker:
             return saved
 
         self._saved_hw = await self.loop.run_in_executor(None, load)
+        self.services = self._services()
+        self.dispatcher = Dispatcher(self.services, HANDLER_MODULES)
+
+    def _services(self) -> BrokerServices:
+        """What request handlers may use (their `RequestContext`): built once, here."""
+        return BrokerServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, current_config=self._current_config, topics=self.topics,
+            replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
+            controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
+            fetch_sessions=self.fetch_sessions, api_versions=supported_versions(HANDLER_MODULES),
+            endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic)
 
     def _config_value(self, key: str) -> Any:
         return self.config.get(key)
+
+    def _current_config(self) -> BrokerConfig:
+        return self.config  # replaced whole when dynamic broker configs change
 
     async def _cluster_id(self) -> str:
         store = self.store
