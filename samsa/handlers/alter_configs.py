@@ -6,26 +6,26 @@ from typing import Any
 
 from samsa.handlers.configs import BROKER, TOPIC
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-async def handle(ctx: Any, req: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     responses = []
     for r in req.resources:
         configs = {c.name: c.value for c in r.configs}
         try:
             if r.resource_type == TOPIC:
-                await broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in configs.items() if v is not None},
-                                               req.validate_only)
+                await ctx.admin.set_topic_configs(r.resource_name, {k: v for k, v in configs.items() if v is not None},
+                                                  req.validate_only)
             elif r.resource_type == BROKER:
-                current = (broker.config.dynamic_broker_configs() if r.resource_name
-                           else broker.config.dynamic_default_configs())
+                current = (ctx.config.dynamic_broker_configs() if r.resource_name
+                           else ctx.config.dynamic_default_configs())
                 changes: dict[str, str | None] = {k: None for k in current} | configs
-                await broker.admin.set_broker_configs(r.resource_name, changes, req.validate_only)
+                await ctx.admin.set_broker_configs(r.resource_name, changes, req.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
         except KafkaError as e:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import Controller, RequestContext
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -32,7 +34,7 @@ Entry = tuple[str, int, list[int] | None]
 Result = tuple[int, str | None]
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     allow_rf_change = req.allow_replication_factor_change if ctx.version >= 1 else True
     entries: list[Entry] = [
         (t.name, p.partition_index, None if p.replicas is None else list(p.replicas))
@@ -51,7 +53,7 @@ def handle(ctx: Any, req: Any) -> Any:
     return _alter(controller, entries, verdicts, changes, req.timeout, allow_rf_change)
 
 
-def _validate(ctx: Any, controller: Any, entries: list[Entry], allow_rf_change: bool) -> list[Result | None]:
+def _validate(ctx: RequestContext, controller: Controller, entries: list[Entry], allow_rf_change: bool) -> list[Result | None]:
     counts = Counter((t, p) for t, p, _ in entries)
     out: list[Result | None] = []
     for topic, partition, replicas in entries:
@@ -75,10 +77,10 @@ def _check_target(replicas: list[int]) -> Result | None:
     return None
 
 
-def _check_rf(ctx: Any, controller: Any, topic: str, partition: int, replicas: list[int]) -> Result | None:
+def _check_rf(ctx: RequestContext, controller: Controller, topic: str, partition: int, replicas: list[int]) -> Result | None:
     """KIP-860: refuse a change of replication factor. Unknown partitions pass (the controller
     answers UNKNOWN_TOPIC_OR_PARTITION for them)."""
-    current = getattr(ctx.broker, "topics", {}).get(topic)
+    current = ctx.topics.get(topic)
     assigned = current.partitions.get(partition) if current is not None else None
     if assigned is None:
         return None
@@ -95,7 +97,7 @@ def _check_rf(ctx: Any, controller: Any, topic: str, partition: int, replicas: l
     return None
 
 
-async def _alter(controller: Any, entries: list[Entry], verdicts: list[Result | None],
+async def _alter(controller: Controller, entries: list[Entry], verdicts: list[Result | None],
                  changes: dict[TopicPartition, list[int] | None], timeout_ms: int,
                  allow_rf_change: bool) -> dict[str, Any]:
     try:
@@ -116,7 +118,7 @@ async def _alter(controller: Any, entries: list[Entry], verdicts: list[Result | 
     return _response(entries, final, ErrorCode.NONE, None, allow_rf_change)
 
 
-def _response(entries: list[Entry], results: list[Result | None], code: int, message: str | None,
+def _response(entries: list[Entry], results: Sequence[Result | None], code: int, message: str | None,
               allow_rf_change: bool) -> dict[str, Any]:
     grouped = by_topic((t, (p, r or (ErrorCode.NONE, None))) for (t, p, _), r in zip(entries, results))
     return {

@@ -5,16 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.groups import NOT_COORDINATOR, call, client_host, shard_or_none
+from samsa.server.context import RequestContext
 
 API_KEY = 68
 MIN_VERSION = 0
 MAX_VERSION = 1
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     shard = shard_or_none(ctx, req.group_id)
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "member_id": None, "member_epoch": 0, "heartbeat_interval": 0,
                 "assignment": None}
-    return call(ctx, shard, lambda: shard.consumer_group_heartbeat(req, ctx.version, ctx.header.client_id,
+    return call(ctx, shard, lambda: shard.consumer_group_heartbeat(req, ctx.version, ctx.client_id,
                                                                   client_host(ctx)))

@@ -15,15 +15,15 @@ import inspect
 from collections.abc import Iterable
 from typing import Any
 
+from samsa.server.context import Controller, RequestContext
+
 TopicPartition = tuple[str, int]
 
 
-def active_controller(ctx: Any) -> Any | None:
-    """The controller object when this broker is the active controller, else None."""
-    controller = getattr(ctx.broker, "controller", None)
-    if controller is None or not getattr(controller, "active", False):
-        return None
-    return controller
+def active_controller(ctx: RequestContext) -> Controller | None:
+    """The controller when this broker is the active controller, else None."""
+    controller = ctx.controller
+    return controller if controller.active else None
 
 
 async def with_timeout(result: Any, timeout_ms: int) -> Any:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 
 API_KEY = 37
@@ -15,12 +16,12 @@ MIN_VERSION = 0
 MAX_VERSION = 3
 
 
-async def handle(ctx: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     results = []
     for t in req.topics:
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
-            await ctx.broker.admin.create_partitions(t.name, t.count, assignment, req.validate_only)
+            await ctx.admin.create_partitions(t.name, t.count, assignment, req.validate_only)
         except KafkaError as e:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message})
             continue
@@ -29,8 +30,7 @@ async def handle(ctx: Any, req: Any) -> Any:
     ok = [r["name"] for r in results if r["error_code"] == 0]
     if req.validate_only or not ok or req.timeout <= 0:
         return {"throttle_time": 0, "results": results}
-    broker = ctx.broker
-    topic_ready, topics = broker.topic_ready, broker.topics
+    topic_ready, topics = ctx.topic_ready, ctx.topics
 
     def grown_ready(name: str) -> bool:
         topic = topics.get(name)
@@ -44,5 +44,5 @@ async def handle(ctx: Any, req: Any) -> Any:
         return {"throttle_time": 0, "results": results}
 
     op = DelayedCondition(req.timeout, lambda: all(grown_ready(n) for n in ok), answer)
-    broker.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    ctx.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
     return op.pending

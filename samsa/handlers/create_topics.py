@@ -7,6 +7,7 @@ from typing import Any
 
 from samsa.config import describe_topic_config
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
 
@@ -15,8 +16,7 @@ MIN_VERSION = 2
 MAX_VERSION = 7
 
 
-async def handle(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, req: Any) -> Any:
     results = []
     seen: set[str] = set()
     for t in req.topics:
@@ -34,13 +34,13 @@ async def handle(ctx: Any, req: Any) -> Any:
                             "num_partitions": -1, "replication_factor": -1})
             continue
         try:
-            topic = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
-                                              assignment, req.validate_only)
+            topic = await ctx.admin.create_topic(t.name, t.num_partitions, t.replication_factor, configs,
+                                                 assignment, req.validate_only)
         except KafkaError as e:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message,
                             "num_partitions": -1, "replication_factor": -1})
             continue
-        entries = describe_topic_config(broker.config, topic.configs)
+        entries = describe_topic_config(ctx.config, topic.configs)
         results.append({
             "name": t.name,
             "topic_id": topic.topic_id.bytes,
@@ -53,7 +53,7 @@ async def handle(ctx: Any, req: Any) -> Any:
     created = [r["name"] for r in results if r["error_code"] == 0]
     if req.validate_only or not created:
         return {"throttle_time": 0, "topics": results}
-    return _when_ready(broker.purgatory, broker.topic_ready, created, results, req.timeout)
+    return _when_ready(ctx.purgatory, ctx.topic_ready, created, results, req.timeout)
 
 
 def _when_ready(purgatory: Any, ready: Any, names: list[str], results: list[dict[str, Any]],

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
+from samsa.server.context import RequestContext
 from samsa.server.responses import Pending
 
 API_KEY = 42
@@ -13,14 +14,14 @@ MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     names = list(req.groups_names)
     codes = [_delete(ctx, group_id) for group_id in names]
     return Pending.gather(codes).then(lambda got: {
         "throttle_time": 0, "results": [{"group_id": g, "error_code": int(c)} for g, c in zip(names, got)]})
 
 
-def _delete(ctx: Any, group_id: str) -> Pending:
+def _delete(ctx: RequestContext, group_id: str) -> Pending:
     shard = shard_or_none(ctx, group_id)
     if shard is None:
         return Pending.completed(NOT_COORDINATOR)

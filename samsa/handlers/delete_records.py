@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.server.context import RequestContext
 
 API_KEY = 21
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
+def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            partition = ctx.broker.replicas.get(t.name, p.partition_index)
+            partition = ctx.replicas.get(t.name, p.partition_index)
             if partition is None:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                               "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)})

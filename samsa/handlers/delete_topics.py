@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
 
@@ -17,8 +18,7 @@ MAX_VERSION = 6
 _ZERO = bytes(16)
 
 
-async def handle(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, req: Any) -> Any:
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -27,14 +27,14 @@ async def handle(ctx: Any, req: Any) -> Any:
     for name, topic_id in wanted:
         if name is None and topic_id != _ZERO:
             tid = uuid.UUID(bytes=topic_id)
-            name = next((t.name for t in broker.topics.values() if t.topic_id == tid), None)
+            name = next((t.name for t in ctx.topics.values() if t.topic_id == tid), None)
             if name is None:
                 responses.append({"name": None, "topic_id": topic_id, "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID)})
                 continue
-        topic = broker.topics.get(name)
+        topic = ctx.topics.get(name)
         tid_bytes = topic.topic_id.bytes if topic else _ZERO
         try:
-            await broker.admin.delete_topic(name)
+            await ctx.admin.delete_topic(name)
         except KafkaError as e:
             responses.append({"name": name, "topic_id": tid_bytes, "error_code": int(e.code), "error_message": e.message})
             continue
@@ -42,7 +42,7 @@ async def handle(ctx: Any, req: Any) -> Any:
     deleted = [r["name"] for r in responses if r["error_code"] == 0]
     if not deleted:
         return {"throttle_time": 0, "responses": responses}
-    return _when_gone(broker.purgatory, broker.topics, deleted, responses, req.timeout)
+    return _when_gone(ctx.purgatory, ctx.topics, deleted, responses, req.timeout)
 
 
 def _when_gone(purgatory: Any, topics: Any, names: list[str], responses: list[dict[str, Any]],

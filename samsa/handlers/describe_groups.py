@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.groups import NOT_COORDINATOR, shard_or_none
+from samsa.server.context import RequestContext
 
 API_KEY = 15
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     out = []
     for group_id in req.groups:
         shard = shard_or_none(ctx, group_id)

@@ -14,6 +14,7 @@ from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import Controller, RequestContext
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -27,7 +28,7 @@ log = logging.getLogger("samsa.requests")
 Results = dict[TopicPartition, tuple[int, str | None]]
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     election_type = req.election_type if ctx.version >= 1 else PREFERRED
     requested = _requested(req)
     controller = active_controller(ctx)
@@ -51,7 +52,7 @@ def _requested(req: Any) -> list[TopicPartition] | None:
     return list(seen)
 
 
-async def _elect(controller: Any, election_type: int, requested: list[TopicPartition] | None,
+async def _elect(controller: Controller, election_type: int, requested: list[TopicPartition] | None,
                  timeout_ms: int) -> dict[str, Any]:
     try:
         results: Results = dict(await with_timeout(controller.elect_leaders(election_type, requested), timeout_ms))

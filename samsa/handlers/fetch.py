@@ -27,6 +27,8 @@ from typing import Any
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
+from samsa.protocol.messages import RequestHeader
+from samsa.server.context import Partition, RequestContext
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange
@@ -37,25 +39,24 @@ MAX_VERSION = 12
 
 # What `_read` returns: the topics' entries, the bytes found, the partitions with nothing to
 # read yet, whether any partition had an error.
-ReadResult = tuple[list[dict[str, Any]], int, list[Any], bool]
+ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool]
 
 
-def handle(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, req: Any) -> Any:
     plan: FetchPlan | None = None
     if getattr(req, "session_id", 0) or getattr(req, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:  # (v7+)
-        plan = broker.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0)
+        plan = ctx.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0)
         if plan.error:
             return {"throttle_time": 0, "error_code": int(plan.error), "session_id": 0, "responses": []}
         req = _SessionRequest(req, plan.topics)
-    responses, nbytes, waitable, errors = _read(broker, req)
+    responses, nbytes, waitable, errors = _read(ctx, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
         return _response(responses, plan)
     # Watched now, before returning: an append handled before anything else runs must still
     # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
     session_req = req
-    op = DelayedFetch(req, waitable, lambda: _read(broker, session_req, first=False), ctx.header, plan)
-    broker.purgatory.watch(op, waitable)
+    op = DelayedFetch(req, waitable, lambda: _read(ctx, session_req, first=False), ctx.header, plan)
+    ctx.purgatory.watch(op, waitable)
     return op.pending
 
 
@@ -82,7 +83,7 @@ class DelayedFetch(DelayedResponse):
     __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan", "read", "req",
                  "tail")
 
-    def __init__(self, req: Any, waitable: list[Any], read: Callable[[], ReadResult], header: Any,
+    def __init__(self, req: Any, waitable: list[Partition], read: Callable[[], ReadResult], header: RequestHeader,
                  plan: FetchPlan | None = None) -> None:
         super().__init__(req.max_wait)
         self.req = req
@@ -142,11 +143,12 @@ def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None) ->
     return {"throttle_time": 0, "error_code": 0, "session_id": plan.session_id, "responses": plan.answer(responses)}
 
 
-def _read(broker: Any, req: Any, first: bool = True) -> ReadResult:
+def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     replica_id = getattr(req, "replica_id", -1)
     follower = replica_id >= 0
-    live = broker.cluster.brokers.__contains__
+    live = ctx.cluster.brokers.__contains__
+    replicas = ctx.replicas
     total = 0
     errors = False
     waitable = []
@@ -154,10 +156,11 @@ def _read(broker: Any, req: Any, first: bool = True) -> ReadResult:
     for t in req.topics:
         parts = []
         for fp in t.partitions:
-            partition = broker.replicas.get(t.topic, fp.partition)
+            partition = replicas.get(t.topic, fp.partition)
             if partition is None:
                 errors = True
-                known = t.topic in broker.topics and fp.partition in broker.topics[t.topic].partitions
+                topics = ctx.topics
+                known = t.topic in topics and fp.partition in topics[t.topic].partitions
                 parts.append(_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER if known
                                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue

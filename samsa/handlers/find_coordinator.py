@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.server.context import RequestContext
 
 API_KEY = 10
 MIN_VERSION = 0
@@ -18,12 +19,12 @@ MAX_VERSION = 6
 GROUP = 0
 
 
-async def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
+async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any]:
     if key_type != GROUP:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "error_message": "transactions are not supported by this broker"}
-    node = await ctx.broker.groups.coordinator_for(key, ctx.conn.server.name)
+    node = await ctx.groups.coordinator_for(key, ctx.listener)
     if node is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}
@@ -31,7 +32,7 @@ async def _lookup(ctx: Any, key: str, key_type: int) -> dict[str, Any]:
     return {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": 0, "error_message": None}
 
 
-async def handle(ctx: Any, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.version >= 4:
         return {"throttle_time": 0,
                 "coordinators": [await _lookup(ctx, k, req.key_type) for k in req.coordinator_keys]}

@@ -7,29 +7,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from samsa.coordinator.shard import GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode
+from samsa.server.context import RequestContext
 from samsa.server.responses import Pending
 
 
-def shard_or_none(ctx: Any, group_id: str) -> Any:
-    return ctx.broker.groups.shard_for(group_id)
+def shard_or_none(ctx: RequestContext, group_id: str) -> GroupCoordinatorShard | None:
+    return ctx.groups.shard_for(group_id)
 
 
-def client_host(ctx: Any) -> str:
+def client_host(ctx: RequestContext) -> str:
     peer = ctx.conn.peer
     return f"/{peer[0]}" if isinstance(peer, tuple) else str(peer)
 
 
-def execute(ctx: Any, shard: Any, op: Callable[[Callable[[Any], None]], None]) -> Pending:
+def execute(ctx: RequestContext, shard: GroupCoordinatorShard, op: Callable[[Callable[[Any], None]], None]) -> Pending:
     """`op(respond)` on the shard (JoinGroup, SyncGroup: the shard calls `respond`, maybe later)."""
-    answer: Pending = ctx.broker.groups.execute(shard, op)
-    return answer
+    return ctx.groups.execute(shard, op)
 
 
-def call(ctx: Any, shard: Any, fn: Callable[[], Any]) -> Pending:
+def call(ctx: RequestContext, shard: GroupCoordinatorShard, fn: Callable[[], Any]) -> Pending:
     """A shard operation that answers by returning: `fn()` is the answer."""
-    answer: Pending = ctx.broker.groups.execute(shard, lambda respond: respond(fn()))
-    return answer
+    return ctx.groups.execute(shard, lambda respond: respond(fn()))
 
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)

@@ -6,6 +6,7 @@ from typing import Any
 
 from samsa.handlers.configs import APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -34,8 +35,7 @@ def _apply(current: dict[str, str], ops: list[Any]) -> dict[str, str | None]:
     return out
 
 
-async def handle(ctx: Any, req: Any) -> dict[str, Any]:
-    broker = ctx.broker
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     responses = []
     for r in req.resources:
         try:
@@ -43,16 +43,16 @@ async def handle(ctx: Any, req: Any) -> dict[str, Any]:
             if len(set(names)) != len(names):
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "a config key appears twice in one resource")
             if r.resource_type == TOPIC:
-                topic = broker.topics.get(r.resource_name)
+                topic = ctx.topics.get(r.resource_name)
                 if topic is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{r.resource_name}' does not exist")
                 new = _apply(topic.configs, r.configs)
-                await broker.admin.set_topic_configs(r.resource_name, {k: v for k, v in new.items() if v is not None},
-                                               req.validate_only)
+                await ctx.admin.set_topic_configs(r.resource_name, {k: v for k, v in new.items() if v is not None},
+                                                  req.validate_only)
             elif r.resource_type == BROKER:
-                current = (broker.config.dynamic_broker_configs() if r.resource_name
-                           else broker.config.dynamic_default_configs())
-                await broker.admin.set_broker_configs(r.resource_name, _apply(current, r.configs), req.validate_only)
+                current = (ctx.config.dynamic_broker_configs() if r.resource_name
+                           else ctx.config.dynamic_default_configs())
+                await ctx.admin.set_broker_configs(r.resource_name, _apply(current, r.configs), req.validate_only)
             else:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported resource type {r.resource_type}")
         except KafkaError as e:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.server.context import RequestContext
 
 API_KEY = 22
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-async def handle(ctx: Any, req: Any) -> dict[str, Any]:
+async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if req.transactional_id:
         return {"throttle_time": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                 "producer_id": -1, "producer_epoch": -1}
@@ -23,6 +24,6 @@ async def handle(ctx: Any, req: Any) -> dict[str, Any]:
         # A producer bumping its epoch after a fatal sequence error keeps its id.
         epoch = req.producer_epoch + 1
         if epoch >= 32767:
-            return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.broker.producer_ids.next(), "producer_epoch": 0}
+            return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(), "producer_epoch": 0}
         return {"throttle_time": 0, "error_code": 0, "producer_id": req.producer_id, "producer_epoch": epoch}
-    return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.broker.producer_ids.next(), "producer_epoch": 0}
+    return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(), "producer_epoch": 0}

@@ -9,6 +9,7 @@ from typing import Any
 from samsa.protocol.batch import HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import InvalidRecords, decode_records
+from samsa.server.context import RequestContext
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -21,21 +22,20 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
-    broker = ctx.broker
+def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_one(broker, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
+            parts.append(_one(ctx, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _one(broker: Any, topic: str, index: int, ts: int, current_epoch: int = -1) -> dict[str, Any]:
-    partition = broker.replicas.get(topic, index)
+def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: int = -1) -> dict[str, Any]:
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
-        known = topic in broker.topics and index in broker.topics[topic].partitions
+        known = topic in ctx.topics and index in ctx.topics[topic].partitions
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return {"partition_index": index, "error_code": int(code), "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:

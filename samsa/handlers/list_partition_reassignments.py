@@ -13,6 +13,7 @@ from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -23,7 +24,7 @@ log = logging.getLogger("samsa.requests")
 Ongoing = dict[TopicPartition, tuple[list[int], list[int], list[int]]]
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     controller = active_controller(ctx)
     if controller is None:
         return _response(ErrorCode.NOT_CONTROLLER, "this broker is not the active controller", {})

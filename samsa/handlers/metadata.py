@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext, Topic, validate_topic_name
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
-from samsa.server.topics import validate_topic_name
 
 API_KEY = 3
 MIN_VERSION = 0
@@ -24,12 +24,12 @@ MAX_VERSION = 12
 AUTO_CREATE_WAIT_MS = 5000
 
 
-def handle(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, req: Any) -> Any:
+    known = ctx.topics
     topics: list[Any] = []
     created: list[str] = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        names = sorted(broker.topics)
+        names = sorted(known)
     else:
         names = []
         for t in req.topics:
@@ -38,7 +38,7 @@ def handle(ctx: Any, req: Any) -> Any:
                 continue
             # v10+: a topic asked for by id (KIP-848 consumers learn assignments as topic ids)
             tid = getattr(t, "topic_id", None)
-            found = next((x.name for x in broker.topics.values() if x.topic_id.bytes == tid), None)
+            found = next((x.name for x in known.values() if x.topic_id.bytes == tid), None)
             if found is None:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid,
                                "partitions": []})
@@ -46,92 +46,92 @@ def handle(ctx: Any, req: Any) -> Any:
                 names.append(found)
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
     for name in names:
-        topic = broker.topics.get(name)
+        topic = known.get(name)
         if topic is None:
             try:
                 validate_topic_name(name)
             except KafkaError as e:
                 topics.append({"error_code": int(e.code), "name": name, "partitions": []})
                 continue
-            if allow_auto and broker.config.get_bool("auto.create.topics.enable"):
+            if allow_auto and ctx.config.get_bool("auto.create.topics.enable"):
                 created.append(name)
                 topics.append(name)  # created below, then described
                 continue
             else:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []})
                 continue
-        topics.append(describe_topic(broker, topic))
+        topics.append(describe_topic(ctx, topic))
     if created:
         return _after_create(ctx, topics, created)
     return _response(ctx, topics)
 
 
-async def _after_create(ctx: Any, topics: list[Any], created: list[str]) -> Pending:
-    broker = ctx.broker
+async def _after_create(ctx: RequestContext, topics: list[Any], created: list[str]) -> Pending:
     failed: dict[str, KafkaError] = {}
     for name in created:
         try:
-            await broker.auto_create_topic(name)
+            await ctx.auto_create_topic(name)
         except KafkaError as e:
             if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 failed[name] = e
-    ready = broker.topic_ready
+    ready = ctx.topic_ready
 
     def answer() -> dict[str, Any]:
         out = []
         for t in topics:
             if isinstance(t, str):
-                topic = broker.topics.get(t)
+                topic = ctx.topics.get(t)
                 if t in failed:
                     out.append({"error_code": int(failed[t].code), "name": t, "partitions": []})
                 else:
-                    out.append(describe_topic(broker, topic) if topic is not None and ready(t) else
+                    out.append(describe_topic(ctx, topic) if topic is not None and ready(t) else
                                {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
             else:
                 out.append(t)
         return _response(ctx, out)
 
     op = DelayedCondition(AUTO_CREATE_WAIT_MS, lambda: all(ready(n) for n in created if n not in failed), answer)
-    broker.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
+    ctx.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
     return op.pending
 
 
-def _response(ctx: Any, topics: list[Any]) -> dict[str, Any]:
-    broker = ctx.broker
+def _response(ctx: RequestContext, topics: list[Any]) -> dict[str, Any]:
     return {
         "throttle_time": 0,
-        "brokers": brokers_on(broker, ctx.conn.server.name),
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id,
+        "brokers": brokers_on(ctx, ctx.listener),
+        "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.controller_id,
         "topics": topics,
         "cluster_authorized_operations": -2147483648,
     }
 
 
-def brokers_on(broker: Any, listener: str) -> list[dict[str, Any]]:
+def brokers_on(ctx: RequestContext, listener: str) -> list[dict[str, Any]]:
     """Live brokers' endpoints on `listener` (this broker's own from its config, the others'
     from their registrations)."""
-    out = []
-    for info in sorted(broker.cluster.brokers.values(), key=lambda b: b.node_id):
-        if info.node_id == broker.node_id:
+    out: list[dict[str, Any]] = []
+    node_id = ctx.node_id
+    for info in sorted(ctx.cluster.brokers.values(), key=lambda b: b.node_id):
+        if info.node_id == node_id:
             continue
         ep = info.endpoints.get(listener)
         if ep is not None:
             out.append({"node_id": info.node_id, "host": ep[0], "port": ep[1], "rack": info.rack})
-    out += [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in broker.endpoints(listener)]
+    out += [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in ctx.endpoints(listener)]
     return sorted(out, key=lambda b: b["node_id"])
 
 
-def describe_topic(broker: Any, topic: Any) -> dict[str, Any]:
+def describe_topic(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
     parts = []
-    view = broker.cluster
+    view = ctx.cluster
+    node_id = ctx.node_id
     live = view.brokers
     for index in sorted(topic.partitions):
         replicas = topic.partitions[index]
         st = view.state(topic.name, index)
         leader = st.leader if st is not None and st.leader in live else -1
-        if leader == broker.node_id:
-            part = broker.replicas.get(topic.name, index)
+        if leader == node_id:
+            part = ctx.replicas.get(topic.name, index)
             if part is not None and not part.is_leader:
                 leader = -1  # fenced here (cut off from ZooKeeper): send the client elsewhere
         parts.append({

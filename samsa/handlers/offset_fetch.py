@@ -6,6 +6,7 @@ from typing import Any
 
 from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
 from samsa.protocol.schema import Msg
+from samsa.server.context import RequestContext
 from samsa.server.responses import Pending
 
 API_KEY = 9
@@ -13,7 +14,7 @@ MIN_VERSION = 1
 MAX_VERSION = 9
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     if ctx.version < 8:
         shard = shard_or_none(ctx, req.group_id)
         if shard is None:
@@ -24,7 +25,7 @@ def handle(ctx: Any, req: Any) -> Any:
         "throttle_time": 0, "groups": [entry for answer in got for entry in answer["groups"]]})
 
 
-def _fetch_one(ctx: Any, req: Any, g: Any) -> Pending:
+def _fetch_one(ctx: RequestContext, req: Any, g: Any) -> Pending:
     """v8+: one group of the batch, from its own shard."""
     shard = shard_or_none(ctx, g.group_id)
     if shard is None:

@@ -12,27 +12,27 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import RequestContext
 
 API_KEY = 23
 MIN_VERSION = 2
 MAX_VERSION = 4
 
 
-def handle(ctx: Any, req: Any) -> dict[str, Any]:
-    broker = ctx.broker
+def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            parts.append(_one(broker, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch))
+            parts.append(_one(ctx, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch))
         topics.append({"topic": t.topic, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _one(broker: Any, topic: str, index: int, current_epoch: int, epoch: int) -> dict[str, Any]:
-    partition = broker.replicas.get(topic, index)
+def _one(ctx: RequestContext, topic: str, index: int, current_epoch: int, epoch: int) -> dict[str, Any]:
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
-        known = topic in broker.topics and index in broker.topics[topic].partitions
+        known = topic in ctx.topics and index in ctx.topics[topic].partitions
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return {"error_code": int(code), "partition": index, "leader_epoch": -1, "end_offset": -1}
     try:

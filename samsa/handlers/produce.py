@@ -16,9 +16,9 @@ from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import Partition, RequestContext, validate_topic_name
 from samsa.server.purgatory import DelayedResponse
 from samsa.server.responses import NO_RESPONSE
-from samsa.server.topics import validate_topic_name
 from samsa.storage.validator import InvalidBatch, validate_produce_records
 
 API_KEY = 0
@@ -26,23 +26,23 @@ MIN_VERSION = 3
 MAX_VERSION = 12
 
 
-def handle(ctx: Any, req: Any) -> Any:
-    broker = ctx.broker
+def handle(ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     responses = []
-    pending: list[tuple[Any, int, dict[str, Any], int]] = []
+    pending: list[tuple[Partition, int, dict[str, Any], int]] = []
     for t in req.topic_data:
         parts = []
         for pd in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
                 continue
-            entry = append_partition(broker, t.name, pd.index, pd.records, acks)
+            entry = append_partition(ctx, t.name, pd.index, pd.records, acks)
             parts.append(entry)
             if acks == -1 and entry["error_code"] == 0:
-                partition = broker.replicas.get(t.name, pd.index)
+                partition = ctx.replicas.get(t.name, pd.index)
+                assert partition is not None  # it has just appended
                 required = entry.pop("_required")
-                min_isr = broker.topics[t.name].min_insync_replicas
+                min_isr = ctx.topics[t.name].min_insync_replicas
                 if _acks_all(partition, required, entry, min_isr) is WAIT:
                     pending.append((partition, required, entry, min_isr))
             else:
@@ -53,12 +53,12 @@ def handle(ctx: Any, req: Any) -> Any:
     body = {"responses": responses, "throttle_time": 0}
     if pending:
         op = DelayedProduce(req.timeout, body, pending)
-        broker.purgatory.watch(op, [p for p, _, _, _ in pending])
+        ctx.purgatory.watch(op, [p for p, _, _, _ in pending])
         return op.pending
     return body
 
 
-def _acks_all(partition: Any, required: int, entry: dict[str, Any], min_isr: int) -> object:
+def _acks_all(partition: Partition, required: int, entry: dict[str, Any], min_isr: int) -> object:
     """Settle `entry` if acks=all can be answered now; WAIT if not yet."""
     if not partition.is_leader:
         entry.update(_error(entry["index"], ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -67,7 +67,7 @@ def _acks_all(partition: Any, required: int, entry: dict[str, Any], min_isr: int
     verdict = acks_all_satisfied(required, partition.hw, len(partition.isr), min_isr)
     if verdict is WAIT:
         return WAIT
-    if verdict is not None:
+    if isinstance(verdict, ErrorCode):
         entry.update(_error(entry["index"], verdict, f"only {len(partition.isr)} in-sync replicas have the batch"))
     return None
 
@@ -79,7 +79,8 @@ class DelayedProduce(DelayedResponse):
 
     __slots__ = ("body", "waiting")
 
-    def __init__(self, timeout_ms: int, body: dict[str, Any], waiting: list[tuple[Any, int, dict[str, Any], int]]) -> None:
+    def __init__(self, timeout_ms: int, body: dict[str, Any],
+                 waiting: list[tuple[Partition, int, dict[str, Any], int]]) -> None:
         super().__init__(timeout_ms)
         self.body = body
         self.waiting = waiting
@@ -105,26 +106,27 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str,
             "log_start_offset": -1, "error_message": message}
 
 
-def append_partition(broker: Any, topic: str, index: int, records: Any, acks: int) -> dict[str, Any]:
+def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, acks: int) -> dict[str, Any]:
     try:
         validate_topic_name(topic)
     except KafkaError as e:
         return _error(index, e.code, e.message)
     if topic == INTERNAL_OFFSETS_TOPIC:
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
-    partition = broker.replicas.get(topic, index)
+    partition = ctx.replicas.get(topic, index)
+    topics = ctx.topics
     if partition is None:
-        if topic in broker.topics and index in broker.topics[topic].partitions:
-            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker.node_id} does not host {topic}-{index}")
+        if topic in topics and index in topics[topic].partitions:
+            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {ctx.node_id} does not host {topic}-{index}")
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:
-        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {broker.node_id} does not lead {topic}-{index}")
-    min_isr = broker.topics[topic].min_insync_replicas
+        return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {ctx.node_id} does not lead {topic}-{index}")
+    min_isr = topics[topic].min_insync_replicas
     if acks == -1 and len(partition.isr) < min_isr:
         return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                       f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     try:
-        batch = validate_produce_records(records, partition.log.config, broker.topics[topic].compression_type)
+        batch = validate_produce_records(records, partition.log.config, topics[topic].compression_type)
     except InvalidBatch as e:
         return _error(index, e.code, str(e))
     out = partition.append(batch.buf, batch.headers, batch.log_append_time)

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.handlers.groups import NOT_COORDINATOR, execute, shard_or_none
+from samsa.server.context import RequestContext
 
 API_KEY = 14
 MIN_VERSION = 0
 MAX_VERSION = 5
 
 
-def handle(ctx: Any, req: Any) -> Any:
+def handle(ctx: RequestContext, req: Any) -> Any:
     shard = shard_or_none(ctx, req.group_id)
     if shard is None:
         return {"error_code": NOT_COORDINATOR, "assignment": b""}

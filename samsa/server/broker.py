@@ -41,7 +41,8 @@ from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, Stor
 from samsa.ratelimit import BurstLog
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
-from samsa.server.dispatch import Dispatcher
+from samsa.server.context import BrokerServices
+from samsa.server.dispatch import Dispatcher, supported_versions
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.isr_manager import IsrManager
@@ -55,7 +56,6 @@ from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
-from samsa.storage.log import Log
 from samsa.storage.log_manager import LogManager, write_checkpoints
 
 log = logging.getLogger("samsa.broker")
@@ -77,7 +77,8 @@ class Broker:
         self.replicas = ReplicaManager()
         self.topics: dict[str, Topic] = {}
         self.cluster_id = ""
-        self.dispatcher = Dispatcher(self, HANDLER_MODULES)
+        self.services: BrokerServices = None  # type: ignore[assignment]  # set by open_storage()
+        self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by open_storage()
         self.admin = AdminManager(self)
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
@@ -162,9 +163,23 @@ class Broker:
             return saved
 
         self._saved_hw = await self.loop.run_in_executor(None, load)
+        self.services = self._services()
+        self.dispatcher = Dispatcher(self.services, HANDLER_MODULES)
+
+    def _services(self) -> BrokerServices:
+        """What request handlers may use (their `RequestContext`): built once, here."""
+        return BrokerServices(
+            node_id=self.node_id, cluster_id=self.cluster_id, current_config=self._current_config, topics=self.topics,
+            replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
+            controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
+            fetch_sessions=self.fetch_sessions, api_versions=supported_versions(HANDLER_MODULES),
+            endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic)
 
     def _config_value(self, key: str) -> Any:
         return self.config.get(key)
+
+    def _current_config(self) -> BrokerConfig:
+        return self.config  # replaced whole when dynamic broker configs change
 
     async def _cluster_id(self) -> str:
         store = self.store
@@ -408,8 +423,8 @@ class Broker:
         rack = self.config.get("broker.rack")
         for name, host, port in self.config.advertised_listeners():
             if name == listener_name:
-                if not host or host in ("0.0.0.0", "::"):
-                    host = self.config.hostname()
+                if not host or host in ("0.0.0.0", "::"):  # (advertised_listeners already replaces these)
+                    host = self.config.hostname
                 if port == 0:
                     port = next(lst.port for lst in self.listeners if lst.name == name)
                 return [(self.node_id, host, port, rack)]
@@ -439,7 +454,10 @@ class Broker:
     def start_timers(self) -> None:
         assert self.logs is not None
         logs = self.logs
-        now_ms = lambda: int(time.time() * 1000)  # noqa: E731
+
+        def now_ms() -> int:
+            return int(time.time() * 1000)
+
         self._every(self.config.get("log.retention.check.interval.ms"), lambda: logs.cleanup(now_ms()), "retention")
         # flush_due also fsyncs rolled segments so the recovery point advances; it is cheap
         # when nothing is due, so it runs at least every second whatever the scheduler says.

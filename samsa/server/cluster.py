@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from samsa.controller.event_queue import EventQueue
 from samsa.metadata import zkdata
-from samsa.metadata.store import MetadataStore, StoreError
+from samsa.metadata.store import DataCallback, MetadataStore, StoreError
 from samsa.server.purgatory import CLUSTER_METADATA, Purgatory
 
 log = logging.getLogger("samsa.cluster")
@@ -102,9 +102,12 @@ class ClusterView:
         store, put = self.store, self.events.put
         self._watches.append(await store.watch_children(zkdata.BROKER_IDS, lambda ids: put(self._on_broker_ids, ids)))
         self._watches.append(await store.watch_data(zkdata.CONTROLLER, lambda d, v: put(self._on_controller, d)))
+
+        def on_broker_config(entity: str) -> DataCallback:
+            return lambda d, v: put(self._on_broker_config, entity, d)
+
         for entity in (str(self.listener.node_id), zkdata.DEFAULT_BROKER):
-            self._watches.append(await store.watch_data(
-                zkdata.broker_config_path(entity), lambda d, v, e=entity: put(self._on_broker_config, e, d)))
+            self._watches.append(await store.watch_data(zkdata.broker_config_path(entity), on_broker_config(entity)))
         self._watches.append(await store.watch_children(zkdata.CONTROLLED_SHUTDOWN,
                                                         lambda ids: put(self._on_shutting_down, ids)))
         self._watches.append(await store.watch_children(zkdata.TOPICS, lambda names: put(self._on_topics, names)))
@@ -241,9 +244,9 @@ class ClusterView:
             try:
                 # The config first: its event is queued before the assignment's.
                 cw = await self.store.watch_data(zkdata.topic_config_path(name),
-                                                 lambda d, v, n=name: put(self._on_topic_config, n, d))
+                                                 lambda d, v: put(self._on_topic_config, name, d))
                 aw = await self.store.watch_data(zkdata.topic_path(name),
-                                                 lambda d, v, n=name: put(self._on_assignment, n, d))
+                                                 lambda d, v: put(self._on_assignment, name, d))
             except StoreError as e:
                 log.warning("could not watch topic %s: %s", name, e)
                 self._topic_watches.pop(name, None)
@@ -281,7 +284,7 @@ class ClusterView:
         async def watch(key: tuple[str, int]) -> None:
             try:
                 w = await self.store.watch_data(zkdata.partition_state_path(*key),
-                                                lambda d, v, k=key: put(self._on_state, k, d, v))
+                                                lambda d, v: put(self._on_state, key, d, v))
             except StoreError as e:
                 log.warning("could not watch %s-%d: %s", key[0], key[1], e)
                 self._state_watches.pop(key, None)

@@ -1,8 +1,10 @@
 """Frame → handler → response frame.
 
 Each API lives in its own module under `samsa.handlers`, declaring `API_KEY`, `MIN_VERSION`,
-`MAX_VERSION` and `handle(ctx, request)`. ApiVersions is answered from that same registry, so
-what the broker advertises is exactly what it implements. A handler returns the response body
+`MAX_VERSION` and `handle(ctx, request)`, `ctx` a `RequestContext` (`context.py`: the broker's
+services, built once, with the request's connection and header). ApiVersions is answered from
+that same registry (`supported_versions`), so what the broker advertises is exactly what it
+implements. A handler returns the response body
 (a dict or Msg), a `Pending` of it (completed by a delayed operation of the purgatory: a
 long-poll fetch, an acks=all produce, a group write, CreateTopics...), or NO_RESPONSE (acks=0).
 A handler that must await the metadata store (CreateTopics writing to ZooKeeper) is a coroutine
@@ -19,15 +21,14 @@ import asyncio
 import inspect
 import logging
 import struct
-from dataclasses import dataclass
+from collections.abc import Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.framing import FrameError
 from samsa.protocol.messages import (
-    RequestHeader,
     decode_request_body,
     decode_request_header,
     encode_response,
@@ -36,35 +37,28 @@ from samsa.protocol.messages import (
 from samsa.protocol.schema import Out
 from samsa.protocol.wire import I16, I32, DecodeError
 from samsa.ratelimit import RateLimitedLog
+from samsa.server.context import BrokerServices, RequestContext
 from samsa.server.network import Connection
 from samsa.server.responses import NO_RESPONSE, Pending
-
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
 
 log = logging.getLogger("samsa.requests")
 _KEY_VERSION = struct.Struct(">hh")
 
 
-@dataclass
-class RequestContext:
-    broker: "Broker"
-    conn: Connection
-    header: RequestHeader
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
+def supported_versions(modules: Iterable[ModuleType]) -> list[tuple[int, int, int]]:
+    """(api key, min version, max version) of each handler module, by api key: what ApiVersions
+    advertises."""
+    return sorted({m.API_KEY: (m.API_KEY, m.MIN_VERSION, m.MAX_VERSION) for m in modules}.values())
 
 
 class Dispatcher:
-    def __init__(self, broker: "Broker", modules: list[ModuleType]) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices, modules: list[ModuleType]) -> None:
+        self.services = services
         self.handlers: dict[int, ModuleType] = {m.API_KEY: m for m in modules}
         self._warn = RateLimitedLog(log, interval_s=10.0)
 
     def api_versions(self) -> list[tuple[int, int, int]]:
-        return sorted((k, m.MIN_VERSION, m.MAX_VERSION) for k, m in self.handlers.items())
+        return supported_versions(self.handlers.values())
 
     def __call__(self, conn: Connection, frame: bytearray) -> Any:
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
@@ -78,7 +72,7 @@ class Dispatcher:
         except DecodeError as e:
             raise FrameError(f"malformed request (api {api_key} v{version}): {e}") from None
         conn.client_id = header.client_id
-        ctx = RequestContext(self.broker, conn, header)
+        ctx = RequestContext(self.services, conn, header)
         try:
             result = module.handle(ctx, body)
         except Exception as e:
@@ -136,7 +130,7 @@ class Dispatcher:
             nonlocal cancelled
             cancelled = True
 
-        def finished(t: "asyncio.Future[Any]") -> None:
+        def finished(t: asyncio.Future[Any]) -> None:
             if t.cancelled():
                 body.fail(asyncio.CancelledError())
                 return
@@ -173,7 +167,8 @@ class Dispatcher:
         log.error("internal error handling api %d v%d from %s", h.api_key, h.api_version, peer, exc_info=e)
         raise FrameError("internal error (see the log above); closing the connection") from None
 
-    def _unsupported(self, conn: Connection, frame: bytearray, api_key: int, version: int, module: ModuleType | None) -> Out:
+    def _unsupported(self, conn: Connection, frame: bytearray, api_key: int, version: int,
+                     module: ModuleType | None) -> Out:
         (correlation_id,) = I32.unpack_from(frame, 4)
         log.info("unsupported request api %d v%d from %s", api_key, version, conn.peer_str)
         if api_key == 18:

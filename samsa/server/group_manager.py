@@ -40,18 +40,45 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from samsa.config import BrokerConfig
 from samsa.coordinator.records import partition_for
-from samsa.coordinator.shard import CoordinatorConfig, GroupCoordinatorShard
+from samsa.coordinator.base import CoordinatorConfig
+from samsa.coordinator.shard import GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import build_batch, iter_all_records, scan_batches
-from samsa.server.purgatory import DelayedOperation
-from samsa.server.replica_manager import Partition
+from samsa.server.admin import AdminManager
+from samsa.server.cluster import ClusterView
+from samsa.server.purgatory import DelayedOperation, Purgatory
+from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.responses import Pending
+from samsa.server.topics import Topic
 
-if TYPE_CHECKING:
-    from samsa.server.broker import Broker
+
+class GroupHost(Protocol):
+    """What the group coordinator uses of its broker."""
+
+    node_id: int
+    config: BrokerConfig
+    zk_mode: bool
+    topics: dict[str, Topic]
+    replicas: ReplicaManager
+    admin: AdminManager
+
+    @property
+    def purgatory(self) -> Purgatory: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None: ...
+
+    @property
+    def cluster(self) -> ClusterView: ...
+
+    def topic_ready(self, name: str) -> bool: ...
+
+    def endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]: ...
+
 
 log = logging.getLogger("samsa.groups")
 
@@ -65,7 +92,7 @@ def now_ms() -> int:
 
 
 class GroupManager:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: GroupHost) -> None:
         self.broker = broker
         self.shards: dict[int, GroupCoordinatorShard] = {}
         self.timers: dict[int, "asyncio.TimerHandle"] = {}

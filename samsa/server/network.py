@@ -37,7 +37,7 @@ from samsa.protocol.schema import Out
 from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.storage.log import Log
 
-__all__ = ["NO_RESPONSE", "Connection", "FrameError", "Listener", "Pending"]
+__all__ = ["ANONYMOUS", "NO_RESPONSE", "Connection", "FrameError", "Listener", "Pending"]
 
 log = logging.getLogger("samsa.network")
 
@@ -50,6 +50,7 @@ _SCRATCH_VIEW = memoryview(bytearray(SCRATCH))
 MAX_PENDING = 512  # requests in flight on one connection before we stop reading
 MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
 INLINE_MAX = 64 * 1024  # responses up to this size with file slices: pread + one send, no sendfile
+ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for a client that has not authenticated
 
 
 class _Slot:
@@ -78,7 +79,15 @@ class Connection:
         self.reading = False
         self.closed = False
         self.client_id: str | None = None
+        # Who the client is: set by the SASL authenticator once the connection has authenticated
+        # (later); requests read it through their context (`RequestContext.principal`).
+        self.principal = ANONYMOUS
         self.state: dict[str, Any] = {}  # per-connection state for handlers (e.g. SASL later)
+
+    @property
+    def listener(self) -> str:
+        """The name of the listener this connection came in on (PLAINTEXT, SSL, ...)."""
+        return self.server.name
 
     # -- reading --------------------------------------------------------------------------------
 

@@ -256,6 +256,7 @@ class LeaderFetcher:
     # -- truncation ---------------------------------------------------------------------------
 
     async def _truncate(self, conn: Connection) -> None:
+        f: Followed | None
         todo = [f for f in self.parts.values() if f.truncating and f.paused_until <= time.monotonic()]
         if not todo:
             return
@@ -307,6 +308,7 @@ class LeaderFetcher:
     # -- fetch --------------------------------------------------------------------------------
 
     async def _fetch(self, conn: Connection) -> bool:
+        f: Followed | None
         """One fetch round; False when there was nothing to fetch for (all paused/truncating)."""
         now = time.monotonic()
         ready = [f for f in self.parts.values() if not f.truncating and f.paused_until <= now]
@@ -423,9 +425,8 @@ class ReplicaFetcherManager:
         follower.replication.throttled.replicas and the broker has a rate."""
         if int(self.broker.config.get("follower.replication.throttled.rate")) >= NO_THROTTLE:
             return False
-        replicas = self.broker.topic_config(p.topic, "follower.replication.throttled.replicas") or []
-        if isinstance(replicas, str):
-            replicas = [x.strip() for x in replicas.split(",") if x.strip()]
+        value = self.broker.topic_config(p.topic, "follower.replication.throttled.replicas") or ""
+        replicas = [x.strip() for x in str(value).split(",") if x.strip()]
         return "*" in replicas or f"{p.index}:{self.broker.node_id}" in replicas
 
     def follow(self, p: Partition, leader_id: int, leader_epoch: int) -> None:

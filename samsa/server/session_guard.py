@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+from collections.abc import Coroutine
+from typing import Any, Protocol
 
 from samsa.controller.session import (
     Registration,
@@ -94,8 +95,8 @@ class SessionGuard:
             if t is not None:
                 t.cancel()
 
-    def _spawn(self, coro: object, name: str) -> None:
-        task = asyncio.get_running_loop().create_task(coro, name=name)  # type: ignore[arg-type]
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -21,7 +20,8 @@ from samsa.protocol.messages import (
     encode_response,
     request_codec,
 )
-from samsa.server.topics import Topic
+from samsa.server.context import RequestContext, Topic
+from tests.unit.fake_context import fake_context
 
 TP = tuple[str, int]
 
@@ -63,9 +63,9 @@ class FakeController:
         return {tp: s for tp, s in self.ongoing.items() if tp in partitions}
 
 
-def make_ctx(version: int, controller: Any = None, topics: dict[str, Topic] | None = None) -> Any:
-    broker = SimpleNamespace(controller=controller, topics=topics or {})
-    return SimpleNamespace(broker=broker, version=version)
+def make_ctx(version: int, controller: Any = None, topics: dict[str, Topic] | None = None) -> RequestContext:
+    # A broker always has a controller object; None stands for one that is not the active one.
+    return fake_context(version, controller=controller or FakeController(active=False), topics=topics or {})
 
 
 def call(module: Any, version: int, body: dict[str, Any], controller: Any = None,

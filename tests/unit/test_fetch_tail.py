@@ -34,6 +34,7 @@ from samsa.protocol.messages import (
 from samsa.protocol.records import build_batch, scan_batches
 from samsa.protocol.schema import Out
 from samsa.server import network
+from samsa.server.context import RequestContext
 from samsa.server.purgatory import Purgatory
 from samsa.server.replica_manager import Partition
 from samsa.server.responses import Pending
@@ -58,6 +59,7 @@ def leader(tmp_path: Path, topic: str = "t") -> Partition:
 
 
 def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
+    """A stand-in for the broker's services (`BrokerServices`) the fetch handler uses."""
     def get(topic: str, index: int) -> Partition | None:
         return partition if (topic, index) == (partition.topic, partition.index) else None
     purgatory = partition.purgatory = Purgatory(loop)
@@ -90,13 +92,17 @@ def append(partition: Partition, n: int, value_size: int = 30) -> None:
 
 def general_answer(broker: Any, header: Any, req: Any) -> bytes:
     """The general path's frame: `_read` now, encoded, with its file slices read in."""
-    responses, _, _, _ = fetch._read(broker, req)
+    responses, _, _, _ = fetch._read(context(broker, header), req)
     out = encode_response(fetch.API_KEY, header.api_version, header.correlation_id, fetch._response(responses))
     return network._inline(out)
 
 
+def context(services: Any, header: Any) -> RequestContext:
+    return RequestContext(services, SimpleNamespace(peer=("127.0.0.1", 1)), header)  # type: ignore[arg-type]
+
+
 def wait(broker: Any, header: Any, req: Any) -> Any:
-    result = fetch.handle(SimpleNamespace(broker=broker, header=header), req)
+    result = fetch.handle(context(broker, header), req)
     assert isinstance(result, Pending) and not result.done, "the fetch should wait for data"
     answers: list[Any] = []
 

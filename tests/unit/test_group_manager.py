@@ -29,6 +29,7 @@ from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.responses import Pending
 from samsa.storage.config import LogConfig
 from samsa.storage.log import Log
+from tests.unit.fake_context import fake_context
 from tests.unit.manual_scheduler import ManualScheduler
 
 PROTOCOLS = [{"name": "range", "metadata": b"\x00\x00\x00\x00\x00\x00\x00\x00"}]
@@ -62,8 +63,7 @@ class Coordinator:
         frame = bytes(encode_request(module.API_KEY, version, 7, "client", body))[4:]
         header, start = decode_request_header(frame, request_codec(module.API_KEY, version).flexible)
         req = decode_request_body(module.API_KEY, version, frame, start)
-        ctx = SimpleNamespace(broker=self.broker, header=header, version=version,
-                              conn=SimpleNamespace(peer=("127.0.0.1", 40000 + peer)))
+        ctx = fake_context(header=header, peer=("127.0.0.1", 40000 + peer), groups=self.groups)
         return module.handle(ctx, req)
 
     def follower_fetched(self, offset: int) -> None:

@@ -1,0 +1,193 @@
+"""What a request handler may use: its `RequestContext`.
+
+A handler (`samsa/handlers/`, one module per API) is `handle(ctx: RequestContext, req)`, and
+everything it uses of the broker comes through `ctx`: handlers import nothing else of
+`samsa.server` but this module and the request-lifecycle types (`responses.Pending` and
+`NO_RESPONSE`, the purgatory's `DelayedOperation` family, `fetch_sessions`). The layering
+contract in pyproject.toml checks it.
+
+Three lifetimes, three places:
+
+* **The broker's services** (`BrokerServices`): the same for every request, built once by the
+  broker when its storage and metadata are open, before the listeners accept: replicas, topics,
+  cluster view, admin, groups, controller, producer ids, purgatory, fetch sessions, and the
+  config in force (read at each use: dynamic broker configs replace it).
+* **The connection's** (`ClientConnection`): the peer, the listener it came in on, the client
+  id it last sent and the authenticated `principal`. The principal is a per-connection value:
+  it lives on the connection (`network.Connection.principal`), `User:ANONYMOUS` (Kafka's name
+  for an unauthenticated client) until a SASL authenticator sets it once the connection has
+  authenticated; `ctx.principal` reads it there, so every request sees the connection's
+  current one.
+* **The request's** (`RequestContext`): the services, the connection and the request header.
+  It is made for every request (10k+ a second on the produce and fetch paths), so it is three
+  slots and nothing else; every other attribute is a property reading the services or the
+  connection when a handler asks.
+
+The types handlers meet through the context are re-exported here, so that a handler names them
+without importing the modules that define them: `Topic` (`ctx.topics`), `Partition`
+(`ctx.replicas`), `Controller` (`ctx.controller`); and `validate_topic_name`, Kafka's rule
+for topic names (`topics.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from samsa.config import BrokerConfig
+from samsa.controller.controller import Controller
+from samsa.protocol.messages import RequestHeader
+from samsa.server.admin import AdminManager
+from samsa.server.cluster import ClusterView
+from samsa.server.fetch_sessions import FetchSessionCache
+from samsa.server.group_manager import GroupManager
+from samsa.server.network import ANONYMOUS
+from samsa.server.producer_ids import ProducerIdManager
+from samsa.server.purgatory import Purgatory
+from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.topics import Topic, validate_topic_name
+
+__all__ = ["ANONYMOUS", "BrokerServices", "ClientConnection", "Controller", "Endpoint", "Partition", "RequestContext",
+           "Topic", "validate_topic_name"]
+
+# (node id, host, port, rack) of this broker on one listener, as Metadata describes a broker.
+Endpoint = tuple[int, str, int, str | None]
+
+
+class ClientConnection(Protocol):
+    """What a handler sees of the connection a request came on (`network.Connection`)."""
+
+    peer: Any  # (host, port) for TCP
+    peer_str: str
+    client_id: str | None
+    principal: str  # ANONYMOUS until authenticated (SASL, later)
+
+    @property
+    def listener(self) -> str:
+        """The name of the listener the client connected to (PLAINTEXT, SSL, ...)."""
+        ...
+
+
+@dataclass(slots=True, eq=False)
+class BrokerServices:
+    """The broker's services, the same for every request: built once, at start-up."""
+
+    node_id: int
+    cluster_id: str
+    current_config: Callable[[], BrokerConfig]  # dynamic broker configs replace the config whole: read per use
+    topics: dict[str, Topic]  # the broker's own dict, kept current by the cluster view
+    replicas: ReplicaManager
+    cluster: ClusterView
+    admin: AdminManager
+    groups: GroupManager
+    controller: Controller
+    producer_ids: ProducerIdManager
+    purgatory: Purgatory
+    fetch_sessions: FetchSessionCache
+    api_versions: list[tuple[int, int, int]]  # (api key, min version, max version), from the handler registry
+    endpoints: Callable[[str], list[Endpoint]]  # this broker's endpoint on a listener ([] if it has none)
+    topic_ready: Callable[[str], bool]  # the topic exists and each of its partitions has a leader
+    auto_create_topic: Callable[[str], Awaitable[Topic]]  # with the broker's defaults (Metadata's auto-creation)
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The broker's config in force (with its dynamic broker configs)."""
+        return self.current_config()
+
+
+class RequestContext:
+    """One request: the broker's services, its connection and its header (see the module doc)."""
+
+    __slots__ = ("conn", "header", "services")
+
+    def __init__(self, services: BrokerServices, conn: ClientConnection, header: RequestHeader) -> None:
+        self.services = services
+        self.conn = conn
+        self.header = header
+
+    # -- the request and its connection -----------------------------------------------------------
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def listener(self) -> str:
+        return self.conn.listener
+
+    @property
+    def principal(self) -> str:
+        return self.conn.principal
+
+    # -- the broker's services ----------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.services.node_id
+
+    @property
+    def cluster_id(self) -> str:
+        return self.services.cluster_id
+
+    @property
+    def controller_id(self) -> int:
+        """The active controller as this broker's view knows it (-1: none known)."""
+        return self.services.cluster.controller_id
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.services.current_config()
+
+    @property
+    def topics(self) -> dict[str, Topic]:
+        return self.services.topics
+
+    @property
+    def replicas(self) -> ReplicaManager:
+        return self.services.replicas
+
+    @property
+    def cluster(self) -> ClusterView:
+        return self.services.cluster
+
+    @property
+    def admin(self) -> AdminManager:
+        return self.services.admin
+
+    @property
+    def groups(self) -> GroupManager:
+        return self.services.groups
+
+    @property
+    def controller(self) -> Controller:
+        return self.services.controller
+
+    @property
+    def producer_ids(self) -> ProducerIdManager:
+        return self.services.producer_ids
+
+    @property
+    def purgatory(self) -> Purgatory:
+        return self.services.purgatory
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache:
+        return self.services.fetch_sessions
+
+    @property
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        return self.services.api_versions
+
+    def endpoints(self, listener: str) -> list[Endpoint]:
+        return self.services.endpoints(listener)
+
+    def topic_ready(self, name: str) -> bool:
+        return self.services.topic_ready(name)
+
+    def auto_create_topic(self, name: str) -> Awaitable[Topic]:
+        return self.services.auto_create_topic(name)
