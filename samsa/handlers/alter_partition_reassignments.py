@@ -53,12 +53,14 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     return _alter(controller, entries, verdicts, changes, req.timeout, allow_rf_change)
 
 
-def _validate(ctx: RequestContext, controller: Controller, entries: list[Entry], allow_rf_change: bool) -> list[Result | None]:
+def _validate(ctx: RequestContext, controller: Controller, entries: list[Entry],
+              allow_rf_change: bool) -> list[Result | None]:
     counts = Counter((t, p) for t, p, _ in entries)
     out: list[Result | None] = []
     for topic, partition, replicas in entries:
         if counts[(topic, partition)] > 1:
-            out.append((ErrorCode.INVALID_REQUEST, f"partition {topic}-{partition} appears more than once in the request"))
+            out.append((ErrorCode.INVALID_REQUEST,
+                        f"partition {topic}-{partition} appears more than once in the request"))
         elif replicas is None:
             out.append(None)
         else:
@@ -77,7 +79,8 @@ def _check_target(replicas: list[int]) -> Result | None:
     return None
 
 
-def _check_rf(ctx: RequestContext, controller: Controller, topic: str, partition: int, replicas: list[int]) -> Result | None:
+def _check_rf(ctx: RequestContext, controller: Controller, topic: str, partition: int,
+              replicas: list[int]) -> Result | None:
     """KIP-860: refuse a change of replication factor. Unknown partitions pass (the controller
     answers UNKNOWN_TOPIC_OR_PARTITION for them)."""
     current = ctx.topics.get(topic)

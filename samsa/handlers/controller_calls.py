@@ -34,12 +34,12 @@ async def with_timeout(result: Any, timeout_ms: int) -> Any:
     task = asyncio.ensure_future(result)
     try:
         return await asyncio.wait_for(asyncio.shield(task), max(0, timeout_ms) / 1000)
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         task.add_done_callback(_consume_exception)
         raise TimeoutError from None
 
 
-def _consume_exception(task: "asyncio.Future[Any]") -> None:
+def _consume_exception(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # a late failure nobody waits for: do not log "never retrieved"
 

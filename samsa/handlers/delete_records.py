@@ -32,7 +32,8 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                               "error_code": int(ErrorCode.OFFSET_OUT_OF_RANGE)})
                 continue
-            low = partition.log.delete_records_before(offset) if offset > partition.log_start_offset else partition.log_start_offset
+            low = (partition.log.delete_records_before(offset) if offset > partition.log_start_offset
+                   else partition.log_start_offset)
             parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": 0})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}

@@ -36,7 +36,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         try:
             await ctx.admin.delete_topic(name)
         except KafkaError as e:
-            responses.append({"name": name, "topic_id": tid_bytes, "error_code": int(e.code), "error_message": e.message})
+            responses.append({"name": name, "topic_id": tid_bytes, "error_code": int(e.code),
+                              "error_message": e.message})
             continue
         responses.append({"name": name, "topic_id": tid_bytes, "error_code": 0})
     deleted = [r["name"] for r in responses if r["error_code"] == 0]

@@ -24,6 +24,7 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         # A producer bumping its epoch after a fatal sequence error keeps its id.
         epoch = req.producer_epoch + 1
         if epoch >= 32767:
-            return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(), "producer_epoch": 0}
+            return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(),
+                    "producer_epoch": 0}
         return {"throttle_time": 0, "error_code": 0, "producer_id": req.producer_id, "producer_epoch": epoch}
     return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(), "producer_epoch": 0}

@@ -117,7 +117,8 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
     topics = ctx.topics
     if partition is None:
         if topic in topics and index in topics[topic].partitions:
-            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {ctx.node_id} does not host {topic}-{index}")
+            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                          f"broker {ctx.node_id} does not host {topic}-{index}")
         return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:
         return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {ctx.node_id} does not lead {topic}-{index}")

@@ -27,7 +27,6 @@ from samsa.storage.config import LogConfig
 from samsa.storage.log_manager import LogManager
 
 
-
 class AdminHost(Protocol):
     """What topic and config administration uses of its broker."""
 
@@ -153,7 +152,8 @@ class AdminManager:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"could not delete topic {name}: {e}") from None
         log.info("Topic %s marked for deletion", name)
 
-    async def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None, validate_only: bool) -> None:
+    async def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
+                                validate_only: bool) -> None:
         broker = self.broker
         topic = broker.topics.get(name)
         if topic is None:

@@ -110,7 +110,8 @@ class Broker:
     async def _retrying(self, what: str, call: Callable[[], Awaitable[T]]) -> T:
         """Start-up's store calls: retried while ZooKeeper is unreachable, for up to
         zookeeper.connection.timeout.ms in all (then the broker gives up with a clear error)."""
-        limit_ms = int(self.config.get("zookeeper.connection.timeout.ms") or self.config.get("zookeeper.session.timeout.ms"))
+        limit_ms = int(self.config.get("zookeeper.connection.timeout.ms")
+                       or self.config.get("zookeeper.session.timeout.ms"))
         deadline = self._started + limit_ms / 1000
         told = False
         while True:
@@ -146,7 +147,8 @@ class Broker:
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
-        self.isr = IsrManager(store, self.node_id, on_state_read=self._on_state_read, on_written=self.cluster.note_state)
+        self.isr = IsrManager(store, self.node_id, on_state_read=self._on_state_read,
+                              on_written=self.cluster.note_state)
         self.producer_ids = ProducerIdManager(store, self.node_id)
         self.logs = LogManager(self.log_dirs, self.default_log_config(),
                                recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")))
@@ -349,7 +351,8 @@ class Broker:
         role = part.apply_state(state, t.partitions[index])
         if role == "leader":
             self.fetchers.unfollow(part)
-            self.role_log.note("leaderships", "Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch, state.isr)
+            self.role_log.note("leaderships", "Leading %s (leader epoch %d, ISR %s)", part, state.leader_epoch,
+                               state.isr)
         elif role == "follower":
             self.fetchers.follow(part, state.leader, state.leader_epoch)
             if state.leader >= 0:
@@ -377,7 +380,8 @@ class Broker:
     def write_high_watermarks(self) -> None:
         _write_checkpoints(self.high_watermarks())
 
-    def _in_background(self, snapshot: Callable[[], Any], write: Callable[[Any], None], what: str) -> Callable[[], None]:
+    def _in_background(self, snapshot: Callable[[], Any], write: Callable[[Any], None],
+                       what: str) -> Callable[[], None]:
         """A timer body that takes `snapshot()` on the loop and has a worker thread `write` it
         (skipped while the previous write of the same kind still runs)."""
         running: list[bool] = [False]
@@ -409,7 +413,7 @@ class Broker:
         await self.cluster.start()
         try:
             await asyncio.wait_for(self.cluster.events.drained(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("The cluster view is still incomplete after %.0f s; serving what is known", timeout_s)
 
     async def auto_create_topic(self, name: str) -> Topic:
@@ -471,7 +475,8 @@ class Broker:
         self._every(max(int(self.config.get("replica.lag.time.max.ms")) // 2, 10), self.shrink_isrs, "ISR check")
         self._every(1000, self.role_log.flush, "role change summary")
         self._every(1000, self.isr.flush_log, "ISR change summary")
-        self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact, "__consumer_offsets compaction")
+        self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact,
+                    "__consumer_offsets compaction")
 
     async def run(self) -> int:
         self.loop = asyncio.get_running_loop()

@@ -51,7 +51,7 @@ class BrokerInfo:
     rack: str | None
 
     @classmethod
-    def decode(cls, node_id: int, data: bytes) -> "BrokerInfo":
+    def decode(cls, node_id: int, data: bytes) -> BrokerInfo:
         doc = zkdata.loads(data)
         eps: dict[str, tuple[str, int]] = {}
         for ep in doc.get("endpoints", []):
@@ -163,7 +163,7 @@ class ClusterView:
         self._waiters.append(entry)
         try:
             return await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return predicate()
         finally:
             if entry in self._waiters:

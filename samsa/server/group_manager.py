@@ -43,8 +43,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from samsa.config import BrokerConfig
-from samsa.coordinator.records import partition_for
 from samsa.coordinator.base import CoordinatorConfig
+from samsa.coordinator.records import partition_for
 from samsa.coordinator.shard import GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import build_batch, iter_all_records, scan_batches
@@ -95,7 +95,7 @@ class GroupManager:
     def __init__(self, broker: GroupHost) -> None:
         self.broker = broker
         self.shards: dict[int, GroupCoordinatorShard] = {}
-        self.timers: dict[int, "asyncio.TimerHandle"] = {}
+        self.timers: dict[int, asyncio.TimerHandle] = {}
         self.appended: dict[int, int] = {}  # records appended per partition since the last compaction
         self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
         self._running = False  # an operation or tick is running on a shard
@@ -134,7 +134,8 @@ class GroupManager:
             log.warning("Cannot create %s yet: offsets.topic.replication.factor=%d but %d brokers are alive",
                         OFFSETS_TOPIC, rf, live)
             return False
-        configs = dict(OFFSETS_TOPIC_CONFIGS, **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
+        configs = dict(OFFSETS_TOPIC_CONFIGS,
+                       **{"segment.bytes": str(broker.config.get("offsets.topic.segment.bytes"))})
         try:
             await broker.admin.create_topic(OFFSETS_TOPIC, self.num_partitions, rf, configs)
         except KafkaError as e:
@@ -392,7 +393,8 @@ class DelayedGroupWrite(DelayedOperation):
 
     __slots__ = ("answers", "partition", "required")
 
-    def __init__(self, timeout_ms: int, partition: Partition, required: int, answers: list[tuple[Pending, Any]]) -> None:
+    def __init__(self, timeout_ms: int, partition: Partition, required: int,
+                 answers: list[tuple[Pending, Any]]) -> None:
         super().__init__(timeout_ms)
         self.partition = partition
         self.required = required

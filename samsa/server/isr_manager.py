@@ -46,13 +46,13 @@ class IsrManager:
         self.on_state_read = on_state_read  # a state read after a failed compare-and-set
         self.on_written = on_written  # the state this broker wrote
         self.retry_s = retry_s
-        self._pending: dict[tuple[str, int], "Partition"] = {}
+        self._pending: dict[tuple[str, int], Partition] = {}
         self._task: asyncio.Task[None] | None = None
         self._warn = RateLimitedLog(log, interval_s=10.0)
         self._changes = BurstLog(log)  # a broker rejoining 10,000 ISRs: 20 lines a second, then a count
         self._closed = False
 
-    def propose(self, part: "Partition", isr: list[int]) -> None:
+    def propose(self, part: Partition, isr: list[int]) -> None:
         if self._closed or part.pending_isr is not None or not part.is_leader or isr == part.isr:
             return
         part.pending_isr = list(isr)
@@ -80,7 +80,7 @@ class IsrManager:
         finally:
             self._task = None
 
-    def _still_wanted(self, part: "Partition") -> bool:
+    def _still_wanted(self, part: Partition) -> bool:
         if part.pending_isr is None:
             return False
         if not part.is_leader or part.leader_epoch != part.pending_isr_epoch:
@@ -88,7 +88,7 @@ class IsrManager:
             return False
         return True
 
-    async def _write(self, batch: list["Partition"]) -> list["Partition"]:
+    async def _write(self, batch: list[Partition]) -> list[Partition]:
         """One pipelined batch of compare-and-set writes; returns the partitions to retry."""
         items, states = [], []
         for part in batch:
@@ -100,8 +100,8 @@ class IsrManager:
             results = await self.store.set_many(items)
         except StoreError as e:
             results = [e] * len(batch)
-        retry: list["Partition"] = []
-        stale: list["Partition"] = []
+        retry: list[Partition] = []
+        stale: list[Partition] = []
         for part, st, res in zip(batch, states, results):
             if isinstance(res, BadVersion):
                 part.pending_isr = None

@@ -63,7 +63,7 @@ class _Slot:
 
 
 class Connection:
-    def __init__(self, server: "Listener", sock: socket.socket, peer: Any) -> None:
+    def __init__(self, server: Listener, sock: socket.socket, peer: Any) -> None:
         self.server = server
         self.loop = server.loop
         self.sock = sock

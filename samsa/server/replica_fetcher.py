@@ -37,7 +37,6 @@ from samsa.server.replica_manager import Partition
 from samsa.storage.errors import StorageError
 
 
-
 class Endpoints(Protocol):
     def endpoint(self, node_id: int, listener: str) -> tuple[str, int] | None: ...
 
@@ -195,7 +194,7 @@ class Connection(asyncio.BufferedProtocol):
 
 
 class LeaderFetcher:
-    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int) -> None:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.parts: dict[tuple[str, int], Followed] = {}
@@ -229,9 +228,9 @@ class LeaderFetcher:
                         self.changed.clear()
                         try:
                             await asyncio.wait_for(self.changed.wait(), PAUSE_S)
-                        except asyncio.TimeoutError:
+                        except TimeoutError:
                             pass
-            except (OSError, EOFError, ConnectionError, asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError, EOFError, ConnectionError, asyncio.IncompleteReadError) as e:
                 log.info("Replica fetcher to broker %d: %s; reconnecting", self.leader_id, type(e).__name__)
                 await asyncio.sleep(backoff)
             except asyncio.CancelledError:
@@ -249,7 +248,7 @@ class LeaderFetcher:
         conn = Connection(f"samsa-replica-fetcher-{self.manager.broker.node_id}")
         try:
             await asyncio.wait_for(asyncio.get_running_loop().create_connection(lambda: conn, *ep), 5)
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             return None
         return conn
 

@@ -76,7 +76,7 @@ class Partition:
         self.epoch_start_offset = 0  # the log end offset when this broker became leader
         self.followers: dict[int, FollowerInfo] = {}
         self.removing: list[int] = []  # replicas a reassignment is removing: they never re-join
-        self.isr_writer: Callable[["Partition", list[int]], None] | None = None
+        self.isr_writer: Callable[[Partition, list[int]], None] | None = None
         # An ISR change written to the store but not acknowledged yet (isr_manager.py), and
         # the leader epoch it was proposed in.
         self.pending_isr: list[int] | None = None
@@ -238,7 +238,8 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    def append(self, buf: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], log_append_time: bool) -> AppendOutcome:
+    def append(self, buf: bytearray | memoryview, headers: list[tuple[int, BatchHeader]],
+               log_append_time: bool) -> AppendOutcome:
         # Idempotence is decided per batch; a request's batches from one producer are a run.
         for _, h in headers:
             try:
@@ -246,7 +247,8 @@ class Partition:
             except Duplicate as d:
                 if len(headers) == 1:
                     return AppendOutcome(ErrorCode.NONE, d.first_offset, -1, self.log_start_offset)
-                return AppendOutcome(ErrorCode.DUPLICATE_SEQUENCE_NUMBER, message="duplicate batch in a multi-batch request")
+                return AppendOutcome(ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
+                                     message="duplicate batch in a multi-batch request")
             except SequenceError as e:
                 return AppendOutcome(e.code, message=str(e))
         try:

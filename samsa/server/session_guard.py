@@ -27,6 +27,8 @@ import time
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from samsa.config import BrokerConfig
+from samsa.controller.controller import Controller
 from samsa.controller.session import (
     Registration,
     attest_window_s,
@@ -34,8 +36,6 @@ from samsa.controller.session import (
     must_fence,
     registration_verdict,
 )
-from samsa.config import BrokerConfig
-from samsa.controller.controller import Controller
 from samsa.metadata import zkdata
 from samsa.metadata.store import MetadataStore, NodeExists, StoreError
 from samsa.ratelimit import RateLimitedLog
@@ -43,7 +43,6 @@ from samsa.server.cluster import ClusterView
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.network import Listener
 from samsa.server.replica_manager import ReplicaManager
-
 
 
 class GuardedBroker(Protocol):
