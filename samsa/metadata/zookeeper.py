@@ -1,11 +1,20 @@
 """The ZooKeeper engine of the metadata store: `MetadataStore` over a real ZooKeeper ensemble.
 
 How it works. One `kazoo` client holds one ZooKeeper session; kazoo runs the socket in a
-thread of its own. Every call uses kazoo's asynchronous API: the request is queued to that
-thread at once and its result comes back as an asyncio future (`_bridge`: kazoo's completion
-callback hands it to the loop with `call_soon_threadsafe`). So the event loop never waits on
-ZooKeeper, and a batch (`get_many`, `set_many`, ...) is pipelined: many requests in flight,
-one round trip. Opening the session (`ZooKeeperStore.connect`) runs in a worker thread.
+thread of its own. Every call uses kazoo's asynchronous API, and its result comes back as an
+asyncio future (`_call`: kazoo's completion callback hands it to the loop with
+`call_soon_threadsafe`). So the event loop never waits on ZooKeeper, and a batch (`get_many`,
+`set_many`, ...) is pipelined: many requests in flight, one round trip. Opening the session
+(`ZooKeeperStore.connect`) runs in a worker thread.
+
+The loop does not call kazoo itself: it queues each request to a submitter thread of the
+store's own (`_Submitter`), which calls kazoo. kazoo's asynchronous calls are not always
+asynchronous: each writes one byte to a socket pair to wake its connection thread, which
+reads one back per request it sends, and that socket pair holds about 280 bytes. A batch
+bigger than that blocks the caller until the connection thread catches up (1.4 s of frozen
+loop for 5,000 creates on a healthy ZooKeeper), and for as long as the connection thread is
+stuck (connecting, or writing to a ZooKeeper that does not read) it blocks indefinitely. The
+submitter absorbs that wait; the order of requests is kept (one thread, first in first out).
 
 `zookeeper.connect` is Kafka's string, `h1:2181,h2:2181/chroot`: we connect to the hosts
 without the chroot, create the chroot if it is missing (as Kafka does), then prefix every
@@ -37,12 +46,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import queue
 import select
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -138,6 +150,49 @@ def _settle(fut: asyncio.Future[Any], value: Any, error: BaseException | None) -
         fut.set_result(value)
 
 
+def _node(v: Any) -> Node:
+    return v[0], int(v[1].version)
+
+
+def _version(stat: Any) -> int:
+    return int(stat.version)
+
+
+class _Submitter:
+    """The thread that makes the store's kazoo requests, in the order the loop asked for them
+    (see "How it works" above): the loop only appends to a queue, which never blocks."""
+
+    def __init__(self, name: str) -> None:
+        self._q: queue.SimpleQueue[Callable[[], None] | list[Callable[[], None]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], None]) -> None:
+        self._q.put(job)
+
+    def submit_all(self, jobs: list[Callable[[], None]]) -> None:
+        if jobs:
+            self._q.put(jobs)
+
+    run = submit  # (for callers that read better as "run this there")
+
+    def stop(self) -> None:
+        self._q.put(None)
+
+    def _run(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            for n, job in enumerate(item if isinstance(item, list) else (item,)):
+                if n % 64 == 63:
+                    time.sleep(0)  # hand the GIL over now and then: the loop must not starve
+                try:
+                    job()
+                except Exception:  # noqa: BLE001 - a job settles its own future; this thread must live
+                    logging.getLogger("samsa.metadata").exception("A ZooKeeper request could not be made")
+
+
 @dataclass
 class _SessionListener:
     on_session_lost: Callable[[], Any] | None
@@ -166,7 +221,12 @@ class _ZkWatch:
         self.store._watches.discard(self)
 
     def arm(self) -> None:
-        """Read the node with a watch set (any thread; only queues a request)."""
+        """Read the node with a watch set (any thread: the submitter makes the request)."""
+        if self.cancelled or self.store._closed:
+            return
+        self.store._submitter.run(self._arm_now)
+
+    def _arm_now(self) -> None:
         if self.cancelled or self.store._closed:
             return
         with self._lock:
@@ -194,12 +254,7 @@ class _ZkWatch:
         except NoNodeError:
             if not self.children:
                 # Missing: watch for its creation; if it appeared meanwhile, read it again.
-                try:
-                    ex = self.store._zk.exists_async(self.path, watch=self._on_event)
-                except Exception as e:
-                    self._fail_first(e)
-                    return
-                ex.rawlink(lambda r: self._on_exists(seq, r))
+                self.store._submitter.run(lambda: self._watch_creation(seq))
                 return
             self._deliver(seq, [])
             return
@@ -211,6 +266,14 @@ class _ZkWatch:
         else:
             data, stat = value
             self._deliver(seq, (data, int(stat.version)))
+
+    def _watch_creation(self, seq: int) -> None:
+        try:
+            ex = self.store._zk.exists_async(self.path, watch=self._on_event)
+        except Exception as e:
+            self._fail_first(e)
+            return
+        ex.rawlink(lambda r: self._on_exists(seq, r))
 
     def _on_exists(self, seq: int, res: Any) -> None:
         try:
@@ -270,6 +333,7 @@ class ZooKeeperStore:
         self._completed: deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = deque()
         self._drain_scheduled = False
         self._known: set[str] = {"/"}  # nodes known to exist (parents of guarded creates)
+        self._submitter = _Submitter(f"zk-submit-{hosts}")
         client.add_listener(self._on_state)
 
     @classmethod
@@ -312,12 +376,27 @@ class ZooKeeperStore:
         if not self._zk.connected:
             raise ConnectionLost(f"not connected to ZooKeeper ({path})")
 
-    def _bridge(self, path: str, res: Any, transform: Callable[[Any], Any] = lambda v: v,
-                absent: Any = NoNode) -> asyncio.Future[Any]:
-        """An asyncio future of kazoo's async result `res` (errors converted; `absent` is what
-        NoNode becomes: an exception class to raise, or a value to return)."""
+    def _call(self, path: str, make: Callable[[], Any], transform: Callable[[Any], Any] = lambda v: v,
+              absent: Any = NoNode) -> asyncio.Future[Any]:
+        """An asyncio future of the kazoo request `make()` (a call of kazoo's asynchronous API,
+        made by the submitter thread), its result passed through `transform`, errors
+        converted; `absent` is what NoNode becomes: an exception class to raise, or a value to
+        return."""
         fut: asyncio.Future[Any] = self._loop.create_future()
-        completed = self._completed
+        self._submitter.submit(self._request(path, make, fut, transform, absent))
+        return fut
+
+    def _calls(self, requests: list[tuple[str, Callable[[], Any]]], transform: Callable[[Any], Any] = lambda v: v,
+               absent: Any = NoNode) -> list[asyncio.Future[Any]]:
+        """`_call` for a batch: one hand-off to the submitter for all of them."""
+        futs: list[asyncio.Future[Any]] = [self._loop.create_future() for _ in requests]
+        self._submitter.submit_all([self._request(path, make, fut, transform, absent)
+                                    for (path, make), fut in zip(requests, futs)])
+        return futs
+
+    def _request(self, path: str, make: Callable[[], Any], fut: asyncio.Future[Any],
+                 transform: Callable[[Any], Any], absent: Any) -> Callable[[], None]:
+        """What the submitter runs for one request: make it, and hand its outcome to the loop."""
 
         def done(r: Any) -> None:
             try:
@@ -329,13 +408,24 @@ class ZooKeeperStore:
                     value, error = absent, None
             except BaseException as e:
                 value, error = None, _convert(path, e)
-            completed.append((fut, value, error))
-            if not self._drain_scheduled:
-                self._drain_scheduled = True
-                _post(self._loop, self._drain)
+            self._complete(fut, value, error)
 
-        res.rawlink(done)
-        return fut
+        def submit() -> None:
+            try:
+                res = make()
+            except BaseException as e:  # kazoo refused it at once (closed client, bad argument)
+                self._complete(fut, None, _convert(path, e))
+                return
+            res.rawlink(done)
+
+        return submit
+
+    def _complete(self, fut: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+        """From any thread: settle `fut` on the loop (results of a burst in one wake-up)."""
+        self._completed.append((fut, value, error))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            _post(self._loop, self._drain)
 
     def _drain(self) -> None:
         """Settle every result kazoo has completed (one wake-up of the loop for a burst)."""
@@ -348,7 +438,7 @@ class ZooKeeperStore:
     async def _ensure_path(self, path: str) -> None:
         self._check(path)
         try:
-            await self._bridge(path, self._zk.create_async(path, b"", makepath=True))
+            await self._call(path, lambda: self._zk.create_async(path, b"", makepath=True))
         except NodeExists:
             pass
 
@@ -380,24 +470,24 @@ class ZooKeeperStore:
 
     async def get(self, path: str) -> Node | None:
         self._check(path)
-        return await self._bridge(path, self._zk.get_async(path), lambda v: (v[0], int(v[1].version)), absent=None)
+        return await self._call(path, lambda: self._zk.get_async(path), _node, absent=None)
 
     async def get_many(self, paths: list[str]) -> list[Node | None]:
         if not paths:
             return []
         self._check(paths[0])
-        futs = [self._bridge(p, self._zk.get_async(p), lambda v: (v[0], int(v[1].version)), absent=None)
-                for p in paths]
+        get = self._zk.get_async
+        futs = self._calls([(p, partial(get, p)) for p in paths], _node, absent=None)
         return list(await asyncio.gather(*futs))
 
     async def children(self, path: str) -> list[str]:
         self._check(path)
-        kids = await self._bridge(path, self._zk.get_children_async(path), absent=[])
+        kids = await self._call(path, lambda: self._zk.get_children_async(path), absent=[])
         return sorted(kids)
 
     async def owner(self, path: str) -> int | None:
         self._check(path)
-        stat = await self._bridge(path, self._zk.exists_async(path), absent=None)
+        stat = await self._call(path, lambda: self._zk.exists_async(path), absent=None)
         return None if stat is None else int(stat.ephemeralOwner)
 
     # -- writes -----------------------------------------------------------------------------
@@ -405,18 +495,19 @@ class ZooKeeperStore:
     async def create(self, path: str, data: bytes, *, ephemeral: bool = False, make_parents: bool = True) -> None:
         self._check(path)
         try:
-            await self._bridge(path, self._zk.create_async(path, data, ephemeral=ephemeral, makepath=make_parents))
+            await self._call(path, lambda: self._zk.create_async(path, data, ephemeral=ephemeral,
+                                                                 makepath=make_parents))
         except NoNode:
             raise NoNode(parent_of(path)) from None
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         self._check(path)
-        return int(await self._bridge(path, self._zk.set_async(path, data, version), lambda st: st.version))
+        return int(await self._call(path, lambda: self._zk.set_async(path, data, version), _version))
 
     async def delete(self, path: str, *, recursive: bool = False) -> None:
         self._check(path)
         if not recursive:
-            await self._bridge(path, self._zk.delete_async(path))
+            await self._call(path, lambda: self._zk.delete_async(path))
             return
         if await self.owner(path) is None:
             raise NoNode(path)
@@ -427,7 +518,7 @@ class ZooKeeperStore:
         if kids:
             await asyncio.gather(*(self._delete_tree(f"{path.rstrip('/')}/{k}") for k in kids))
         try:
-            await self._bridge(path, self._zk.delete_async(path))
+            await self._call(path, lambda: self._zk.delete_async(path))
         except NoNode:
             pass
 
@@ -437,7 +528,8 @@ class ZooKeeperStore:
             return []
         self._check(items[0][0])
         if guard is None:
-            futs = [self._bridge(p, self._zk.create_async(p, d, makepath=True)) for p, d in items]
+            create = self._zk.create_async
+            futs = self._calls([(p, partial(create, p, d, makepath=True)) for p, d in items])
             created = await asyncio.gather(*futs, return_exceptions=True)
             for r in created:
                 if isinstance(r, BaseException) and not isinstance(r, StoreError):
@@ -457,7 +549,8 @@ class ZooKeeperStore:
             return []
         self._check(items[0][0])
         if guard is None:
-            futs = [self._bridge(p, self._zk.set_async(p, d, v), lambda st: int(st.version)) for p, d, v in items]
+            set_data = self._zk.set_async
+            futs = self._calls([(p, partial(set_data, p, d, v)) for p, d, v in items], _version)
             out = await asyncio.gather(*futs, return_exceptions=True)
             for r in out:
                 if isinstance(r, BaseException) and not isinstance(r, StoreError):
@@ -501,8 +594,8 @@ class ZooKeeperStore:
                 plan.append(("item", i))
             if t is not None:
                 chunks.append((t, plan))
-            outcomes = await asyncio.gather(*(self._bridge(items[plan[-1][1]][0], t.commit_async())
-                                              for t, plan in chunks), return_exceptions=True)
+            outcomes = await asyncio.gather(*self._calls([(items[plan[-1][1]][0], t.commit_async)
+                                                          for t, plan in chunks]), return_exceptions=True)
             retry: list[int] = []
             for (_, plan), outcome in zip(chunks, outcomes):
                 mine = [v for kind, v in plan if kind == "item"]
@@ -585,8 +678,7 @@ class ZooKeeperStore:
         return w
 
     def _rearm_all(self) -> None:
-        for w in list(self._watches):
-            w.arm()
+        self._submitter.submit_all([w._arm_now for w in list(self._watches)])
 
     # -- sessions ---------------------------------------------------------------------------
 
@@ -636,6 +728,7 @@ class ZooKeeperStore:
         for w in list(self._watches):
             w.cancel()
         await self._loop.run_in_executor(None, _stop_quietly, self._zk)
+        self._submitter.stop()  # (what is queued after kazoo stopped fails at once: closed client)
 
 
 class _Handler(SequentialThreadingHandler):

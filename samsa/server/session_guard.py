@@ -205,17 +205,27 @@ class SessionGuard:
         granted = self.session_timeout_ms
         while True:
             await asyncio.sleep(0.1)
-            if store.connected and store.session_timeout != float("inf"):
-                ms = int(store.session_timeout * 1000)
-                if ms != granted:
-                    granted = ms
-                    if ms != self.session_timeout_ms:
-                        log.info("ZooKeeper granted a session timeout of %d ms (zookeeper.session.timeout.ms=%d)",
-                                 ms, self.session_timeout_ms)
-                    self.deadline_s = fence_deadline_s(ms)
-            gone = store.disconnected_for()
-            if gone >= self.deadline_s and not self.broker.closing:
-                self.fence_if_cut_off(gone)
+            try:
+                granted = self._check_connection(store, granted)
+            except Exception as e:  # noqa: BLE001 - this watch alone fences: it must outlive a bad turn
+                self._warn.error("check", "The session guard's check failed (%r); it goes on checking", e)
+
+    def _check_connection(self, store: MetadataStore, granted: int) -> int:
+        """One turn of the watch: note the session timeout ZooKeeper granted (a server bounds
+        what a client asks for), and fence when cut off past the deadline; returns the granted
+        timeout in ms."""
+        if store.connected and store.session_timeout != float("inf"):
+            ms = int(store.session_timeout * 1000)
+            if ms != granted:
+                granted = ms
+                if ms != self.session_timeout_ms:
+                    log.info("ZooKeeper granted a session timeout of %d ms (zookeeper.session.timeout.ms=%d)",
+                             ms, self.session_timeout_ms)
+                self.deadline_s = fence_deadline_s(ms)
+        gone = store.disconnected_for()
+        if gone >= self.deadline_s and not self.broker.closing:
+            self.fence_if_cut_off(gone)
+        return granted
 
     def fence_if_cut_off(self, disconnected_s: float) -> int:
         """Stop leading what another replica may lead by now; returns how many partitions."""

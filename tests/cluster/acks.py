@@ -23,7 +23,8 @@ class FaultProducer:
     every acknowledgement (partition, seq, offset, time) from its own thread."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, client_log: Path,
-                 interval: float = 0.005, backlog: int = 500, message_timeout_s: float = 600.0) -> None:
+                 interval: float = 0.005, backlog: int = 500, message_timeout_s: float = 600.0,
+                 debug: str = "") -> None:
         self.topic = topic
         self.partitions = list(range(partitions))
         self.interval = interval
@@ -33,7 +34,10 @@ class FaultProducer:
         handler = logging.FileHandler(client_log)
         handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
         log.addHandler(handler)
-        log.setLevel(logging.DEBUG if os.environ.get("SAMSA_TEST_RDKAFKA_DEBUG") else logging.INFO)
+        # librdkafka's debug contexts: $SAMSA_TEST_RDKAFKA_DEBUG, else the caller's (the short
+        # fault tests log connections, metadata and leaders: a failure in CI must explain itself)
+        debug = os.environ.get("SAMSA_TEST_RDKAFKA_DEBUG") or debug
+        log.setLevel(logging.DEBUG if debug else logging.INFO)
         self._log_handler = handler
         self.client_log = client_log
         self.producer = Producer({
@@ -49,7 +53,7 @@ class FaultProducer:
             "topic.metadata.refresh.interval.ms": 1000,
             "error_cb": self._on_error,
             "logger": log,
-            **({"debug": os.environ["SAMSA_TEST_RDKAFKA_DEBUG"]} if os.environ.get("SAMSA_TEST_RDKAFKA_DEBUG") else {}),
+            **({"debug": debug} if debug else {}),
         })
         self.cond = threading.Condition()
         self.produced = {p: 0 for p in self.partitions}  # next sequence number per partition

@@ -82,6 +82,7 @@ class FaultResult:
     problems: list[str] = field(default_factory=list)
     logs: list[str] = field(default_factory=list)
     timeline: list[str] = field(default_factory=list)
+    evidence: list[str] = field(default_factory=list)  # log lines of the window, for a failure
 
     @property
     def over_bound(self) -> bool:
@@ -118,6 +119,9 @@ class FaultResult:
         lines += [f"  problem: {p}" for p in self.problems]
         lines += ["  as seen from outside (ZooKeeper every 100 ms, and the harness's actions):"]
         lines += [f"    {e}" for e in self.timeline]
+        if self.evidence:
+            lines += ["  what the brokers and the client logged meanwhile (warnings, sessions, client errors):"]
+            lines += [f"    {e}" for e in self.evidence]
         lines += ["  logs:"] + [f"    {log}" for log in self.logs]
         return "\n".join(lines)
 
@@ -168,7 +172,7 @@ class FaultRun:
 
     def __init__(self, cluster: Cluster, fabric: NetnsFabric | Loopback, zk: ZooKeeperProcess, topic: str,
                  partitions: int, session_s: float, log: Callable[[str], None] = lambda s: None,
-                 interval: float = 0.005) -> None:
+                 interval: float = 0.005, client_debug: str = "") -> None:
         self.c = cluster
         self.fabric = fabric
         self.zk = zk
@@ -183,7 +187,8 @@ class FaultRun:
         self._current: FaultResult | None = None
         self.timeline = Timeline(cluster.zk, cluster.chroot, topic, self.partitions, zk.connected_sessions).start()
         self.producer = FaultProducer(cluster.bootstrap, topic, partitions,
-                                      cluster.root / f"client-{topic}.log", interval=interval).start()
+                                      cluster.root / f"client-{topic}.log", interval=interval,
+                                      debug=client_debug).start()
 
     # --- observing ------------------------------------------------------------------------------
     def unhealthy(self) -> str | None:
@@ -406,6 +411,8 @@ class FaultRun:
                 note(f"(p{q}: no acknowledgement from here for {g:.2f} s)", start)
         self.timeline.sync()
         r.timeline = self.timeline.between(t0, end)
+        if not r.ok:
+            r.evidence = self.evidence(r.wall, r.wall + r.end_s)
         self._current = None
         self.results.append(r)
         self.log(r.line())
@@ -482,6 +489,44 @@ class FaultRun:
             fatal=[e.str() for e in prod.client_errors if e.fatal()],
             lost=lost, dup=sorted(dup), reordered=reordered, alien=alien, unacked_stored=unacked,
             acked_without_offset=no_offset, diffs=diffs)
+
+    def evidence(self, start: float, end: float, per_source: int = 25) -> list[str]:
+        """The lines of every broker's log (warnings and above, and the session guard's) and of
+        the client's (its errors and failures) stamped within [start, end] (wall clock), the
+        first `per_source` of each with a count of the rest: what a failure's reader needs
+        first, in the failure message itself (a CI run keeps no files)."""
+        def stamp(line: str, broker: bool) -> float | None:
+            text = line[1:24] if broker else line[:23]
+            try:
+                return time.mktime(time.strptime(text[:19], "%Y-%m-%d %H:%M:%S")) + int(text[20:23]) / 1000
+            except (ValueError, IndexError):
+                return None
+
+        out: list[str] = []
+        sources = [(f"broker {i}", b.log_path, True) for i, b in enumerate(self.c.brokers)]
+        sources.append(("client", self.producer.client_log, False))
+        for name, path, broker in sources:
+            try:
+                lines = path.read_text(errors="replace").splitlines()
+            except OSError as e:
+                out.append(f"{name}: log unreadable ({e})")
+                continue
+            picked = []
+            for line in lines:
+                t = stamp(line, broker)
+                if t is None or not start - 0.5 <= t <= end + 0.5:
+                    continue
+                if broker:
+                    wanted = " DEBUG " not in line[:40] and (" INFO " not in line[:40] or "(samsa.session)" in line)
+                else:
+                    wanted = any(k in line for k in (" FAIL ", " REQERR ", " ERROR ", " BROKERUA ", " LEADER ",
+                                                     "Selected for cluster connection", "Decommissioning"))
+                if wanted:
+                    picked.append(line)
+            out += [f"{name}: {line[:300]}" for line in picked[:per_source]]
+            if len(picked) > per_source:
+                out.append(f"{name}: ... and {len(picked) - per_source} more such lines")
+        return out
 
     def log_files(self) -> list[Path]:
         return [b.log_path for b in self.c.brokers] + [self.zk.log_path, self.producer.client_log]

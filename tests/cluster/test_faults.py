@@ -67,7 +67,8 @@ def test_fault(kind: str, fabric: NetnsFabric | Loopback, zookeeper: ZooKeeperPr
         a, b = [i for i in range(3) if i != ctl]
         topic = f"faults-{uuid.uuid4().hex[:8]}"
         c.create_topic(topic, configs={"min.insync.replicas": "2"}, assignment=[[a, ctl, b], [a, b, ctl]])
-        run = FaultRun(c, fabric, zookeeper, topic, PARTITIONS, SESSION_S, log=print)
+        run = FaultRun(c, fabric, zookeeper, topic, PARTITIONS, SESSION_S, log=print,
+                       client_debug="broker,metadata,topic")
         print()
         run.warm_up()
         r = run.inject(kind, p=0, zk_down_s=1.5 * SESSION_S)

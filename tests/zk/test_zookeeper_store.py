@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -186,4 +187,56 @@ def test_calls_never_block_the_loop_while_zookeeper_is_away(tmp_path: Any, chroo
     try:
         asyncio.run(main())
     finally:
+        server.stop()
+
+
+def test_a_batch_bigger_than_kazoos_wakeup_pipe_never_freezes_the_loop(tmp_path: Any, chroot: str) -> None:
+    """kazoo wakes its connection thread with one byte per request through a socket pair that
+    holds about 280 bytes, and reads one back per request it sends: a caller queueing more
+    requests than that waits for the connection thread, indefinitely while ZooKeeper does not
+    read. The store's submitter thread takes that wait: with ZooKeeper paused under a batch of
+    20,000 creates of 1 KiB (more than every socket buffer between them holds), the loop goes
+    on running, and once ZooKeeper is back the batch completes and the store serves."""
+    (tmp_path / "zk").mkdir()
+    server = start_server(tmp_path / "zk")
+    pause_s = 3.0
+
+    async def main() -> None:
+        s = await ZooKeeperStore.connect(server.connect_string(chroot), session_timeout_ms=10000)
+        ticks: list[float] = []
+        stop = asyncio.Event()
+
+        async def ticker() -> None:
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                await asyncio.sleep(0.01)
+
+        t = asyncio.get_running_loop().create_task(ticker())
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        paused = time.monotonic()
+        # SIGCONT from a thread: a frozen loop could not run a timer of its own
+        resume = threading.Timer(pause_s, os.kill, (server.proc.pid, signal.SIGCONT))
+        resume.start()
+        try:
+            batch = asyncio.ensure_future(s.create_many([(f"/big/n{i}", b"v" * 1024) for i in range(20000)]))
+            while not batch.done() and time.monotonic() < paused + pause_s + 60:
+                await asyncio.sleep(0.05)
+            results = await batch
+        finally:
+            resume.join()
+        stop.set()
+        await t
+        during = [x for x in ticks if paused + 0.5 <= x <= paused + pause_s - 0.5]
+        assert during, "the loop did not run while ZooKeeper was paused under the batch"
+        # Requests in flight when kazoo gave up on the stalled connection failed; the rest landed.
+        assert all(r is None or isinstance(r, ConnectionLost) for r in results), {type(r) for r in results}
+        assert sum(r is None for r in results) > 0
+        await until(lambda: s.connected, 30)
+        assert await s.get("/big") is not None
+        await s.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
         server.stop()
