@@ -116,6 +116,10 @@ class Controller:
         self._timer: asyncio.TimerHandle | None = None
         self._probes: dict[int, asyncio.Task[None]] = {}
         self._initial_topics: set[str] | None = None  # the topics there were when this term began
+        # The states this controller wrote that its view may not show yet (the view follows
+        # the store by watches, thousands of events behind after a big election): a decision
+        # taken on the view's older state could skip a partition that needs one.
+        self._written: dict[TP, PS] = {}
         self.ops = Operations(self)
 
     @property
@@ -221,6 +225,7 @@ class Controller:
         """Stop acting as controller at once (no I/O): watches, probes and timers go, and the
         events already queued for this term are dropped when their turn comes."""
         self._term += 1
+        self._written.clear()
         if not self.active:
             return
         self.active = False
@@ -263,7 +268,7 @@ class Controller:
             if attempt == 0:
                 # This broker's view follows every state by watch: start from it (a stale one
                 # fails the compare-and-set and is read afresh on the next round).
-                currents = [_copy(self.ctx.view.state(t, p)) for t, p in pending]
+                currents = [self._latest(t, p) for t, p in pending]
                 missing = [i for i, c in enumerate(currents) if c is None and pending[i] not in fresh]
                 if missing:
                     for i, node in zip(missing, await self.store.get_many([paths[i] for i in missing])):
@@ -318,7 +323,23 @@ class Controller:
                         st.version = int(res)
                         written[key] = st
             pending = retry
+        self._written.update(written)
         return written
+
+    def _latest(self, topic: str, p: int) -> PS | None:
+        """A private copy of the newest state known of a partition: the view's, or the one this
+        controller wrote if the view has not caught up with it yet (the higher version)."""
+        seen = self.ctx.view.state(topic, p)
+        mine = self._written.get((topic, p))
+        if mine is not None:
+            if seen is None or seen.version < mine.version:
+                return _copy(mine)
+            del self._written[(topic, p)]  # the view has it (or newer): no need to remember
+        return _copy(seen)
+
+    def _forget_written(self, topic: str) -> None:
+        for key in [k for k in self._written if k[0] == topic]:
+            del self._written[key]
 
     def _fenced(self) -> None:
         log.warning("Another broker became controller (/controller_epoch moved past %d); resigning", self.epoch)
@@ -427,6 +448,7 @@ class Controller:
             if w is not None:
                 w.cancel()
             self.assignments.pop(gone, None)
+            self._forget_written(gone)
         term = self._term
         new = sorted(current - set(self._topic_watches))
         for name in new:
@@ -458,6 +480,8 @@ class Controller:
             log.warning("Ignoring the unreadable assignment of %s: %s", name, e)
             return
         before = self.assignments.get(name)
+        if before is not None and before.topic_id != assignment.topic_id:
+            self._forget_written(name)  # deleted and created again: versions start over
         self.assignments[name] = assignment
         if self.live is not None:
             keys = [(name, p) for p in assignment.partitions]
