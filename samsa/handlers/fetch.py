@@ -55,9 +55,23 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     # Watched now, before returning: an append handled before anything else runs must still
     # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
     session_req = req
-    op = DelayedFetch(req, waitable, lambda: _read(ctx, session_req, first=False), ctx.header, plan)
+    op = DelayedFetch(req, waitable, lambda: _read(ctx, session_req, first=False), ctx.header, plan,
+                      _positions(req, waitable) if plan is not None or len(waitable) > 1 else None)
     ctx.purgatory.watch(op, waitable)
     return op.pending
+
+
+def _positions(req: Any, waitable: list[Partition]) -> dict[Partition, tuple[int, int]]:
+    """Where the fetch waits on each partition with nothing to read yet: (fetch offset, the
+    partition's leader epoch then)."""
+    by_key = {(p.topic, p.index): p for p in waitable}
+    out: dict[Partition, tuple[int, int]] = {}
+    for t in req.topics:
+        for fp in t.partitions:
+            p = by_key.get((t.topic, fp.partition))
+            if p is not None:
+                out[p] = (fp.fetch_offset, p.leader_epoch)
+    return out
 
 
 class _SessionRequest:
@@ -80,15 +94,16 @@ class DelayedFetch(DelayedResponse):
     waking append just wrote, from memory (`FetchTailFrame`), whenever they are exactly what the
     general path would return; the general path (`read`: `_read` again) answers otherwise."""
 
-    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan", "read", "req",
-                 "tail")
+    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan", "positions",
+                 "read", "req", "tail")
 
     def __init__(self, req: Any, waitable: list[Partition], read: Callable[[], ReadResult], header: RequestHeader,
-                 plan: FetchPlan | None = None) -> None:
+                 plan: FetchPlan | None = None, positions: dict[Partition, tuple[int, int]] | None = None) -> None:
         super().__init__(req.max_wait)
         self.req = req
         self.read = read
         self.plan = plan
+        self.positions = positions
         self.answer: Any = None
         follower = getattr(req, "replica_id", -1) >= 0
         # A follower also returns when a high watermark moves, so it learns the new one at once
@@ -129,6 +144,29 @@ class DelayedFetch(DelayedResponse):
         if done:
             self.answer = _response(responses, self.plan)
         return bool(done)
+
+    def try_complete_on(self, key: Any) -> bool:
+        """After a change of one partition, with `positions` (a fetch of many partitions: a
+        session's are thousands, and reading them all at every append made each append cost
+        the whole session): only that partition is looked at. New data at its position, a new
+        high watermark for a follower, or a new role: then the whole read, or, with min_bytes
+        1, straight to completion (which reads)."""
+        positions = self.positions
+        where = None if positions is None else positions.get(key)
+        if where is None:
+            return self.try_complete()
+        offset, epoch = where
+        p = key
+        if not p.is_leader or p.leader_epoch != epoch:
+            return self.try_complete()  # (the read answers with the partition's error)
+        hws = self.hws
+        if hws is not None:  # a follower: up to the log end, and told of a new high watermark
+            news = p.log.log_end_offset > offset or p.hw != hws.get((p.topic, p.index), p.hw)
+        else:
+            news = p.hw > offset
+        if not news:
+            return False
+        return self.req.min_bytes <= 1 or self.try_complete()
 
     def on_complete(self) -> None:
         answer = self.answer

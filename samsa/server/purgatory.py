@@ -9,8 +9,9 @@ handler returns the operation's `Pending` and the operation stays here, watched 
 
 * something changes for one of its keys: whoever changed it calls `check_and_complete(key)`
   (a partition after an append, a high watermark move or a role change; the cluster view
-  after each change it applies), which asks each operation watched there `try_complete()`;
-  those that answer True complete;
+  after each change it applies), which asks each operation watched there
+  `try_complete_on(key)` (`try_complete()`, unless the operation can judge from that key's
+  change alone); those that answer True complete;
 * its deadline passes: it completes with `expired` set (a timeout answer);
 * it is cancelled (its connection closed): it leaves without completing.
 
@@ -84,6 +85,11 @@ class DelayedOperation:
 
     def try_complete(self) -> bool:
         raise NotImplementedError
+
+    def try_complete_on(self, key: Hashable) -> bool:
+        """`try_complete` after a change for `key`: an operation watched under many keys (a
+        fetch session's thousands of partitions) may look at that key's change alone."""
+        return self.try_complete()
 
     def on_complete(self) -> None:
         raise NotImplementedError
@@ -234,7 +240,7 @@ class Purgatory:
             if op.completed:
                 continue
             try:
-                ready = op.try_complete()
+                ready = op.try_complete_on(key)
             except Exception as e:
                 op._leave()
                 op._failed(e)

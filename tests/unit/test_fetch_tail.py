@@ -190,3 +190,46 @@ def test_the_appended_bytes_are_not_kept_after_the_append(tmp_path: Path) -> Non
     p = leader(tmp_path)
     append(p, 3)
     assert p.just_appended is None
+
+
+def many(tmp_path: Path, loop: asyncio.AbstractEventLoop, n: int) -> tuple[list[Partition], Any]:
+    parts = [leader(tmp_path / f"p{i}", f"p{i}") for i in range(n)]
+    by_name = {p.topic: p for p in parts}
+    broker = broker_of(parts[0], loop)
+    for p in parts[1:]:
+        p.purgatory = broker.purgatory
+    broker.replicas = SimpleNamespace(get=lambda t, i: by_name.get(t) if i == 0 else None)
+    return parts, broker
+
+
+def test_an_append_to_one_of_many_waiting_partitions_costs_one_read(tmp_path: Path, loop: asyncio.AbstractEventLoop,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fetch waiting on many partitions (a fetch session's are thousands) is checked, at an
+    append to one of them, by looking at that partition alone: appends that bring nothing
+    read nothing, and the one that brings data completes it with one read, the answer's."""
+    parts, broker = many(tmp_path, loop, 30)
+    header, req = fetch_request(12, [(p.topic, 0, 0) for p in parts])
+    answers = wait(broker, header, req)
+    reads: list[int] = []
+    real = fetch._read
+    monkeypatch.setattr(fetch, "_read", lambda *a, **kw: reads.append(1) or real(*a, **kw))
+    for p in parts:  # a check with no news, as a role or high-watermark change brings
+        broker.purgatory.check_and_complete(p)
+    assert not answers and not reads
+    append(parts[17], 3)
+    assert len(answers) == 1 and len(reads) == 1, (len(answers), len(reads))
+    monkeypatch.setattr(fetch, "_read", real)
+    assert network._inline(answers[0]) == general_answer(broker, header, req)
+
+
+def test_min_bytes_over_many_partitions_is_summed_by_the_general_read(tmp_path: Path,
+                                                                      loop: asyncio.AbstractEventLoop) -> None:
+    parts, broker = many(tmp_path, loop, 5)
+    header, req = fetch_request(12, [(p.topic, 0, 0) for p in parts], min_bytes=600)
+    answers = wait(broker, header, req)
+    append(parts[1], 2)  # ~140 bytes: not enough
+    append(parts[3], 2)
+    assert not answers
+    append(parts[4], 10)  # now over 600 in all
+    assert len(answers) == 1
+    assert network._inline(answers[0]) == general_answer(broker, header, req)
