@@ -34,6 +34,7 @@ import argparse
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -389,29 +390,66 @@ def _run(dep: Deployment, res: Result, counts: list[int], args: argparse.Namespa
 
     phase(res, "one full Metadata call (median of 3)", md)
     del admin
+    for n in range(1, args.restarts + 1):
+        if not stop_and_restart(dep, res, created, args, n):
+            break
+    res.add("file creation here (after the run)", f"{file_creation_us():.0f} us per file")
+
+
+def stop_and_restart(dep: Deployment, res: Result, created: dict[str, int], args: argparse.Namespace,
+                     n: int) -> bool:
+    """SIGTERM every broker, start them again, wait until every partition has a leader. With
+    --profile-restart, py-spy samples each broker from its launch until then."""
+    nth = f" #{n}" if args.restarts > 1 else ""
     t0 = time.monotonic()
-    progress(f"{res.mode}: stopping (SIGTERM)")
+    progress(f"{res.mode}: stopping (SIGTERM){nth}")
     try:
         dep.stop(args.timeout)
-        res.add("stop (SIGTERM until exit)", f"{time.monotonic() - t0:.2f} s")
+        res.add(f"stop (SIGTERM until exit){nth}", f"{time.monotonic() - t0:.2f} s")
     except subprocess.TimeoutExpired:
-        res.add("stop (SIGTERM until exit)", f"TIMEOUT (still running after {args.timeout:.0f} s)")
-        return
+        res.add(f"stop (SIGTERM until exit){nth}", f"TIMEOUT (still running after {args.timeout:.0f} s)")
+        return False
     if not created:
-        return
-    progress(f"{res.mode}: restarting")
+        return False
+    progress(f"{res.mode}: restarting{nth}")
+    spies: list[subprocess.Popen[bytes]] = []
     t0 = time.monotonic()
 
     def restart() -> str:
+        if args.profile_restart:
+            threading.Thread(target=attach_profilers, args=(dep, spies, Path(args.profile_restart), n),
+                             daemon=True).start()
         dep.start(args.timeout)
         listening = time.monotonic() - t0
         admin2 = admin_client(dep.bootstrap, args.timeout)
         wait_leaders(admin2, created, t0 + args.timeout, "restart")
-        return f"{time.monotonic() - t0:.2f} s (listening after {listening:.2f} s)"
+        took = time.monotonic() - t0
+        cpu = ", ".join(f"{cpu_seconds(b.proc.pid):.1f}" for b in dep.brokers if b.proc and b.proc.poll() is None)
+        return f"{took:.2f} s (listening after {listening:.2f} s; broker CPU {cpu} s)"
 
-    if phase(res, f"restart until every leader ready ({sum(created.values()):,} partitions)", restart):
-        phase(res, "broker RSS after restart", dep.rss)
-    res.add("file creation here (after the run)", f"{file_creation_us():.0f} us per file")
+    ok = phase(res, f"restart{nth} until every leader ready ({sum(created.values()):,} partitions)", restart)
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its profile on SIGINT
+    for spy in spies:
+        spy.wait(60)
+    if ok:
+        phase(res, f"broker RSS after restart{nth}", dep.rss)
+    return ok
+
+
+def attach_profilers(dep: Deployment, spies: list[subprocess.Popen[bytes]], out: Path, n: int) -> None:
+    """py-spy on each broker as soon as its process exists (collapsed stacks, one file each)."""
+    out.mkdir(parents=True, exist_ok=True)
+    pending = list(dep.brokers)
+    while pending:
+        for b in list(pending):
+            if b.proc is not None and b.proc.poll() is None:
+                pending.remove(b)
+                spies.append(subprocess.Popen(
+                    ["py-spy", "record", "--pid", str(b.proc.pid), "--rate", "100", "--format", "raw",
+                     "--nonblocking", "--output", str(out / f"restart{n}-{b.workdir.name}.txt")],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(0.005)
 
 
 def main() -> int:
@@ -424,6 +462,9 @@ def main() -> int:
     ap.add_argument("--acks", default="1")
     ap.add_argument("--rf", type=int, default=3, help="replication factor in cluster mode (default 3)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds allowed per phase (default 300)")
+    ap.add_argument("--restarts", type=int, default=1, help="stop and restart this many times (default 1)")
+    ap.add_argument("--profile-restart", metavar="DIR",
+                    help="sample each broker with py-spy (on PATH) during each restart: DIR/restart<N>-<broker>.txt")
     ap.add_argument("--keep-logs", metavar="DIR", help="copy the brokers' logs into DIR/<mode>/ at the end")
     args = ap.parse_args()
     counts = [int(c) for c in args.partitions.split(",") if c]
