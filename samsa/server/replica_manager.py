@@ -146,7 +146,9 @@ class Partition:
         self.is_leader = True
         self.leader_id = self.node_id
         self.leader_epoch = state.leader_epoch
-        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
+        # Written before the first append of the epoch, not here: 10,000 partitions becoming
+        # leaders at once would make 10,000 checkpoint writes with fsyncs on the loop.
+        self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset, defer=True)
         self.epoch_start_offset = self.log.log_end_offset
         now = now_ms()
         self.followers = {r: FollowerInfo(last_caught_up_ms=now if r in self.isr else 0)

@@ -114,14 +114,19 @@ class LeaderEpochCache:
 
     # -- updates -------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` starts at `start_offset`; True (and persisted) if that changed the cache."""
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
+        """Record that `epoch` starts at `start_offset`; True (and persisted) if that changed the cache.
+
+        With `defer`, the file is written by the next change or `flush` (before data is
+        appended): for the epoch a broker starts leading at its log end offset. Until data
+        of that epoch is appended nothing on disk depends on the entry, and a leader assigns
+        its epoch again whenever it starts leading (after a restart too)."""
         if not self._update_needed(epoch, start_offset):  # the hot path: nothing new
             return False
         entry = EpochEntry(epoch, start_offset)
         _check_entry(entry)
         self._assign(entry)
-        self._persist()
+        self._persist(defer=defer)
         return True
 
     def rebuild(self, starts: Iterable[tuple[int, int]]) -> None:
