@@ -50,6 +50,7 @@ from samsa.metadata.store import BadVersion, Fenced, MetadataStore, NodeExists, 
 
 log = logging.getLogger("samsa.controller")
 PS = zkdata.PartitionState
+VIEW_LOAD_WAIT_S = 30.0  # the failover waits this long at most for the broker's view to hold every state
 
 
 
@@ -116,6 +117,10 @@ class Controller:
         self._timer: asyncio.TimerHandle | None = None
         self._probes: dict[int, asyncio.Task[None]] = {}
         self._initial_topics: set[str] | None = None  # the topics there were when this term began
+        self._broker_ids: list[str] = []  # the newest children of /brokers/ids seen in this term
+        self._failover_pending = False  # until the topics there were at activation are loaded
+        self._unseen: set[int] = set()  # replicas' brokers never registered since this broker started
+        self._unseen_timer: asyncio.TimerHandle | None = None
         # The states this controller wrote that its view may not show yet (the view follows
         # the store by watches, thousands of events behind after a big election): a decision
         # taken on the view's older state could skip a partition that needs one.
@@ -200,15 +205,23 @@ class Controller:
         self.active = True
         self.live = None
         self._initial_topics = None
+        self._failover_pending = True
+        self._unseen = set()
         self._term += 1
         term = self._term
 
         def queue(fn: Callable[..., Any]) -> Callable[..., None]:
             return lambda *args: self.events.put(self._in_term, term, fn, *args)
 
+        def on_broker_ids(ids: list[str]) -> None:
+            # The handler reads the newest list, not the one of its event: registrations that
+            # arrive while the controller is busy (a cluster starting) make one change, not many.
+            self._broker_ids = ids
+            self.events.put(self._in_term, term, self._on_brokers)
+
         try:
             self._watches = [
-                await self.store.watch_children(zkdata.BROKER_IDS, queue(self._on_brokers)),
+                await self.store.watch_children(zkdata.BROKER_IDS, on_broker_ids),
                 await self.store.watch_children(zkdata.TOPICS, queue(self._on_topics)),
                 await self.store.watch_children(zkdata.DELETE_TOPICS, queue(self._on_delete_topics)),
                 await self.store.watch_children(zkdata.CONTROLLED_SHUTDOWN, queue(self._on_controlled_shutdown)),
@@ -242,6 +255,9 @@ class Controller:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._unseen_timer is not None:
+            self._unseen_timer.cancel()
+            self._unseen_timer = None
         log.info("Broker %d is no longer the controller", self.node_id)
 
     async def _delete_quietly(self, path: str) -> None:
@@ -260,9 +276,14 @@ class Controller:
         its create failing, and read then)."""
         pending = [k for k in keys if k[0] in self.assignments and k[1] in self.assignments[k[0]].partitions]
         written: dict[TP, zkdata.PartitionState] = {}
+        t_start = time.monotonic()
+        spent = {"read": 0.0, "decide": 0.0, "write": 0.0}
+        reads = conflicts = rounds = 0
         for attempt in range(10):
             if not pending or not self.active:
                 break
+            rounds += 1
+            t_round = time.monotonic()
             paths = [zkdata.partition_state_path(t, p) for t, p in pending]
             currents: list[zkdata.PartitionState | None]
             if attempt == 0:
@@ -271,16 +292,19 @@ class Controller:
                 currents = [self._latest(t, p) for t, p in pending]
                 missing = [i for i, c in enumerate(currents) if c is None and pending[i] not in fresh]
                 if missing:
+                    reads += len(missing)
                     for i, node in zip(missing, await self.store.get_many([paths[i] for i in missing])):
                         currents[i] = zkdata.PartitionState.decode(node[0], node[1]) if node and node[0] else None
             else:
+                reads += len(paths)
                 currents = [zkdata.PartitionState.decode(n[0], n[1]) if n and n[0] else None
                             for n in await self.store.get_many(paths)]
+            spent["read"] += time.monotonic() - t_round
             if not self.active:
                 break
             creates: list[tuple[TP, str, zkdata.PartitionState]] = []
             sets: list[tuple[TP, str, zkdata.PartitionState, int]] = []
-            slice_start = time.monotonic()
+            slice_start = slice_start_total = time.monotonic()
             for key, path, current in zip(pending, paths, currents):
                 if key[0] not in self.assignments or key[1] not in self.assignments[key[0]].partitions:
                     continue
@@ -296,6 +320,8 @@ class Controller:
                 else:
                     sets.append((key, path, new, current.version))
             retry: list[TP] = []
+            t_write = time.monotonic()
+            spent["decide"] += t_write - slice_start_total
             guard = (zkdata.CONTROLLER_EPOCH, self.epoch_version)
             if creates:
                 errs = await self.store.create_many([(p, s.encode()) for _, p, s in creates], guard=guard)
@@ -322,8 +348,15 @@ class Controller:
                     else:
                         st.version = int(res)
                         written[key] = st
+            spent["write"] += time.monotonic() - t_write
+            conflicts += len(retry)
             pending = retry
         self._written.update(written)
+        took = time.monotonic() - t_start
+        if took > 1.0:
+            log.info("Slow partition state update: %.1f s for %d writes in %d rounds (%d states read, %d write "
+                     "conflicts; reading %.1f s, deciding %.1f s, writing %.1f s)", took, len(written), rounds, reads,
+                     conflicts, spent["read"], spent["decide"], spent["write"])
         return written
 
     def _latest(self, topic: str, p: int) -> PS | None:
@@ -351,10 +384,15 @@ class Controller:
     def unclean_allowed(self, topic: str) -> bool:
         return str(self.ctx.topic_config(topic, "unclean.leader.election.enable")).lower() == "true"
 
-    async def elect_offline(self, keys: Iterable[TP], why: str,
-                            fresh: set[TP] | frozenset[TP] = frozenset()) -> dict[TP, zkdata.PartitionState]:
+    async def elect_offline(self, keys: Iterable[TP], why: str, fresh: set[TP] | frozenset[TP] = frozenset(), *,
+                            mark_offline: bool = False) -> dict[TP, zkdata.PartitionState]:
+        """Elect a leader for each partition whose leader is not alive (or stopping). One with no
+        live replica in its ISR stays as it is, as in Kafka's failed election; with
+        `mark_offline` (its leader's broker has just failed) its leader becomes -1 with a new
+        epoch, ISR kept, as Kafka's OfflineReplica transition writes it."""
         live = self.live or set()
         offline: dict[TP, str] = {}  # (a decision may be made again for a retried write: one line each)
+        waiting: dict[TP, str] = {}
         unclean: dict[TP, str] = {}
 
         def decide(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
@@ -363,13 +401,14 @@ class Controller:
                 return zkdata.PartitionState(isr[0] if isr else -1, 0, isr or list(replicas))
             if st.leader in live and st.leader not in self.shutting_down:
                 return None
-            if not any(r in live for r in replicas):
-                if st.leader == -1:
-                    return None
-                return zkdata.PartitionState(-1, st.leader_epoch + 1, st.isr)
             result = offline_election(replicas, st.isr, live, self.unclean_allowed(topic))
             if result.leader is None:
                 if st.leader == -1:
+                    return None
+                if not mark_offline:
+                    # (Its last leader resumes when it registers; until then Metadata answers
+                    # LEADER_NOT_AVAILABLE, its leader not being alive.)
+                    waiting[(topic, p)] = f"{topic}-{p} (ISR {','.join(map(str, st.isr))})"
                     return None
                 offline[(topic, p)] = f"{topic}-{p} (ISR {','.join(map(str, st.isr))})"
                 return zkdata.PartitionState(-1, st.leader_epoch + 1, st.isr)
@@ -383,6 +422,9 @@ class Controller:
             log.warning("%d partitions are offline: no live replica in their ISR (unclean.leader.election.enable is "
                         "false): %s%s", len(offline), ", ".join(list(offline.values())[:10]),
                         " ..." if len(offline) > 10 else "")
+        if waiting:
+            log.info("%d partitions wait for a replica of their ISR to register: %s%s", len(waiting),
+                     ", ".join(list(waiting.values())[:10]), " ..." if len(waiting) > 10 else "")
         if unclean:
             log.warning("Unclean leader election for %d partitions; records acknowledged by the old ISR may be lost: "
                         "%s%s", len(unclean), ", ".join(list(unclean.values())[:10]),
@@ -395,18 +437,20 @@ class Controller:
 
     # -- events -----------------------------------------------------------------------------------
 
-    async def _on_brokers(self, ids: list[str]) -> None:
-        new = {int(i) for i in ids if i.isdigit()}
+    def _refresh_live(self) -> tuple[set[int], set[int]] | None:
+        """Take the newest registrations: (dead, born) since the last time, None the first time."""
+        new = {int(i) for i in self._broker_ids if i.isdigit()}
         old, self.live = self.live, new
         self.shutting_down &= new
         self._update_probes(new)
-        if old is None:
-            await self.elect_offline(self.all_partitions(), "controller failover")
-            gone = {r for a in self.assignments.values() for reps in a.partitions.values() for r in reps} - new
-            if gone:  # brokers that died before this controller took over leave the ISRs too
-                await self._on_brokers_dead(gone)
-            return
-        dead, born = old - new, new - old
+        return None if old is None else (old - new, new - old)
+
+    async def _on_brokers(self) -> None:
+        change = self._refresh_live()
+        if change is None or self._failover_pending:
+            return  # the failover's election, once the topics are loaded, covers these brokers
+        dead, born = change
+        self._unseen -= born
         if dead:
             log.info("Brokers %s are gone", ",".join(map(str, sorted(dead))))
             await self._on_brokers_dead(dead)
@@ -419,8 +463,47 @@ class Controller:
     async def _on_brokers_dead(self, dead: set[int]) -> None:
         keys = [(t, p) for t, a in self.assignments.items() for p, reps in a.partitions.items()
                 if any(b in reps for b in dead)]
-        await self.elect_offline(keys, f"broker {','.join(map(str, sorted(dead)))} failed")
+        await self.elect_offline(keys, f"broker {','.join(map(str, sorted(dead)))} failed", mark_offline=True)
         await self._remove_from_isrs(keys, dead)
+
+    async def _failover(self) -> None:
+        """The first decisions of a term, once the assignments of the topics there were are
+        loaded: one election over every partition with the brokers registered by then (those
+        that registered meanwhile included), from this broker's view once it holds every
+        state (no second read of them all)."""
+        self._failover_pending = False
+        await self.ctx.view.wait_loaded(VIEW_LOAD_WAIT_S)
+        if not self.active:
+            return
+        self._refresh_live()  # the newest registrations: the election below covers them
+        live = self.live or set()
+        await self.elect_offline(self.all_partitions(), "controller failover")
+        gone = {r for a in self.assignments.values() for reps in a.partitions.values() for r in reps} - live
+        # Brokers that died before this controller took over leave the ISRs now. Those this
+        # broker has never seen registered (the whole cluster is starting) get the time a
+        # follower has to fetch before its leader drops it: they are expected any moment, and
+        # dropping them only to add them back would rewrite every partition state twice.
+        dead = {b for b in gone if self.ctx.view.was_seen(b)}
+        self._unseen = gone - dead
+        if dead:
+            await self._on_brokers_dead(dead)
+        if self._unseen:
+            lag_ms = int(self.ctx.config("replica.lag.time.max.ms") or 30000)
+            log.info("Brokers %s hold replicas but have not registered yet; they leave the ISRs in %d ms unless "
+                     "they do", ",".join(map(str, sorted(self._unseen))), lag_ms)
+            self._unseen_timer = asyncio.get_running_loop().call_later(lag_ms / 1000, self._put, self._unseen_expired)
+        for name, a in list(self.assignments.items()):
+            for p in list(a.adding) + list(a.removing):
+                st = self.ctx.view.state(name, p)
+                if st is not None:
+                    await self.ops.maybe_finish_reassignment(name, p, st)
+
+    async def _unseen_expired(self) -> None:
+        self._unseen_timer = None
+        gone, self._unseen = self._unseen - (self.live or set()), set()
+        if gone:
+            log.info("Brokers %s never registered; handling them as failed", ",".join(map(str, sorted(gone))))
+            await self._on_brokers_dead(gone)
 
     async def _remove_from_isrs(self, keys: list[TP], dead: set[int]) -> None:
         """Dead replicas leave the ISRs (the leader would keep an idle one: its log end offset
@@ -441,7 +524,8 @@ class Controller:
 
     async def _on_topics(self, names: list[str]) -> None:
         current = set(names)
-        if self._initial_topics is None:
+        first = self._initial_topics is None
+        if first:
             self._initial_topics = set(current)
         for gone in set(self._topic_watches) - current:
             w = self._topic_watches.pop(gone)
@@ -470,6 +554,9 @@ class Controller:
                 self._topic_watches[name] = w
 
         await asyncio.gather(*(watch(n) for n in new))
+        if first:
+            # Each watch's first delivery is queued by now: the failover comes after them all.
+            self.events.put(self._in_term, term, self._failover)
 
     async def _on_assignment(self, name: str, data: bytes | None) -> None:
         if not data:
@@ -483,6 +570,8 @@ class Controller:
         if before is not None and before.topic_id != assignment.topic_id:
             self._forget_written(name)  # deleted and created again: versions start over
         self.assignments[name] = assignment
+        if self._failover_pending or before == assignment:
+            return  # (the failover decides for the topics there were; an unchanged one needs nothing)
         if self.live is not None:
             keys = [(name, p) for p in assignment.partitions]
             fresh: set[TP] = set()

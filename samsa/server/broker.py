@@ -412,6 +412,7 @@ class Broker:
             await asyncio.wait_for(self.cluster.events.drained(), timeout_s)
         except TimeoutError:
             log.warning("The cluster view is still incomplete after %.0f s; serving what is known", timeout_s)
+        self.cluster.mark_loaded()
 
     async def auto_create_topic(self, name: str) -> Topic:
         return await self.admin.create_topic(

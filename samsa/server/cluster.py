@@ -93,6 +93,8 @@ class ClusterView:
         self._waiters: list[tuple[Callable[[], bool], asyncio.Future[bool]]] = []
         self._stopped = False
         self._check_scheduled = False
+        self._loaded = asyncio.Event()
+        self._seen: set[int] = set()  # every broker registered at some point since start-up
 
     # -- start / stop ---------------------------------------------------------------------------
 
@@ -147,6 +149,20 @@ class ClusterView:
         info = self.brokers.get(node_id)
         return None if info is None else info.endpoints.get(listener)
 
+    def mark_loaded(self) -> None:
+        """The broker's start-up has loaded every topic and partition state there was."""
+        self._loaded.set()
+
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._loaded.wait(), timeout_s)
+        except TimeoutError:
+            return False
+        return True
+
+    def was_seen(self, node_id: int) -> bool:
+        return node_id in self._seen
+
     def topic_ready(self, name: str, partitions: Any) -> bool:
         for p in partitions:
             st = self.states.get((name, p))
@@ -200,6 +216,7 @@ class ClusterView:
                 except (ValueError, KeyError, TypeError) as e:
                     log.warning("ignoring unreadable registration of broker %d: %s", i, e)
         self.brokers = fresh
+        self._seen.update(fresh)
         if self.listener.node_id not in fresh and self.listener.node_id in old:
             self.listener.on_registration_missing()
         if set(fresh) != old:

@@ -3,9 +3,9 @@ itself when the view has not caught up yet (the view follows the store by watche
 thousands of events behind after a big election). On the real embedded store; the view is a
 stand-in whose lag the test controls.
 
-The case found at 10,000 partitions: a cluster restarts, the controller comes up first and
-marks every partition offline (no replica of its ISR registered yet); the other brokers
-register seconds later, before the view shows those offline writes. Deciding from the view's
+The case found at 10,000 partitions: the controller marks every partition offline (the
+brokers of their ISRs failed); those brokers register again seconds later, before the view
+shows those offline writes. Deciding from the view's
 older state (leader 1, which is now alive) elected nobody, and 8,354 partitions stayed
 without a leader.
 """
@@ -40,6 +40,12 @@ class LaggingView:
     async def wait_until(self, predicate: Any, timeout_s: float) -> bool:
         return bool(predicate())
 
+    async def wait_loaded(self, timeout_s: float) -> bool:
+        return True
+
+    def was_seen(self, node_id: int) -> bool:
+        return False
+
 
 async def _controller(tmp_path: Path, view: LaggingView) -> tuple[Controller, EmbeddedStore]:
     store = await EmbeddedStore.open(tmp_path / "meta")
@@ -59,8 +65,8 @@ def test_a_broker_joining_is_elected_even_if_the_view_still_shows_the_state_befo
         for p, st in ((0, PS(1, 3, [1, 2])), (1, PS(2, 5, [2, 1]))):
             await store.create(zkdata.partition_state_path("t", p), st.encode())
             view.states[("t", p)] = PS(st.leader, st.leader_epoch, st.isr, version=0)
-        c.live = {0}  # brokers 1 and 2 are not registered yet
-        offline = await c.elect_offline(c.all_partitions(), "controller failover")
+        c.live = {0}  # brokers 1 and 2 have failed
+        offline = await c.elect_offline(c.all_partitions(), "brokers 1,2 failed", mark_offline=True)
         assert {k: s.leader for k, s in offline.items()} == {("t", 0): -1, ("t", 1): -1}
         # The view still shows leaders 1 and 2 when broker 1 registers.
         c.live = {0, 1}
