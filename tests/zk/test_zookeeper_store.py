@@ -182,7 +182,9 @@ def test_calls_never_block_the_loop_while_zookeeper_is_away(tmp_path: Any, chroo
         stop.set()
         await t
         await s.close()
-        assert max(stalls) < 0.1, f"the loop stalled for {max(stalls):.3f} s"
+        # Blocked, the loop would stall for the whole outage (seconds); 1 s leaves room for a
+        # loaded machine's scheduling (0.16 s seen with the full suite running beside it).
+        assert max(stalls) < 1.0, f"the loop stalled for {max(stalls):.3f} s"
 
     try:
         asyncio.run(main())
