@@ -164,7 +164,9 @@ def run(cls: type[Connection], pieces: list[memoryview], n_frames: int, size: in
         return NO_RESPONSE
 
     loop = asyncio.new_event_loop()
-    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=100 << 20, handler=handler)
+    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=100 << 20, handler=handler,
+                             quotas=network.ConnectionQuotas(loop, network.Limits),
+                             max_pending=network.MAX_PENDING)
     sock = FakeSocket(pieces)
     conn = cls(server, sock, ("bench", 0))  # type: ignore[arg-type]
     read = conn._on_readable

@@ -77,6 +77,18 @@ class ThrottledReplicas(Validator):
         return "must be * or a list of partition:broker pairs"
 
 
+@dataclass(frozen=True)
+class HostCounts(Validator):
+    """`max.connections.per.ip.overrides`: host:count pairs, comma-separated."""
+
+    def problem(self, value: Any) -> str | None:
+        for item in str(value or "").split(","):
+            item = item.strip()
+            if item and not re.fullmatch(r".+:[0-9]+", item):
+                return f"must be host:count pairs separated by commas ({item!r} is not)"
+        return None
+
+
 def at_least(lo: float) -> Range:
     return Range(lo, None)
 
@@ -133,12 +145,14 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("num.network.threads", "int", 3, "Network threads." + _UNUSED, at_least(1), dynamic=True),
     _b("num.io.threads", "int", 8, "Request handler threads." + _UNUSED, at_least(1), dynamic=True),
     _b("background.threads", "int", 10, "Background task threads." + _UNUSED, at_least(1), dynamic=True),
-    _b("queued.max.requests", "int", 500, "Requests queued per connection before reading pauses.", at_least(1)),
+    _b("queued.max.requests", "int", 500, "Requests in flight on one connection before reading from it pauses.",
+       at_least(1)),
     _b("queued.max.request.bytes", "long", -1, "Bytes of queued requests before reading pauses; -1 is no limit."),
     _b("connections.max.idle.ms", "long", 600000, "Close connections idle for longer than this."),
     _b("max.connections", "int", INT_MAX, "Most client connections at once.", at_least(0), dynamic=True),
     _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
-    _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", dynamic=True),
+    _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", HostCounts(),
+       dynamic=True),
     _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
     _b("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Fetch sessions (KIP-227) kept: followers and consumers that fetch incrementally.", at_least(0)),

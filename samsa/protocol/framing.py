@@ -23,14 +23,17 @@ for requests: api key, version, correlation id) or above `max_size` it raises `F
 ValueError), and the splitter is not usable after that: close the connection.
 
 Memory follows the bytes that arrived, not the size a peer promised: a frame's own bytearray
-starts at min(size, `prealloc`) bytes and doubles, never past the size, each time it is full.
-`prealloc` is 2 MiB, so a producer's request at the default max.request.size (1 MiB) still
-arrives in one allocation, as it did when the whole size was allocated at once
-(`prealloc=None`); a 4-byte prefix promising 100 MB costs 2 MiB, then at most twice what was
-actually sent. Growing reallocs the bytearray and fills the new part with zeros read from a
-read-only anonymous mapping (zero pages: no memory behind them; a fresh `bytes(n)` each time
-costs page faults that made growing ten times slower). A bytearray with a live view cannot be
-resized: hence the rule above. `bench/bench_framing.py` measures all this.
+starts at eight times what has arrived of it (at least `prealloc`, 16 KiB; at most its size)
+and doubles, never past the size, each time it is full. A producer's 1 MiB request usually
+comes with a first read of 64-256 KiB, so it takes one or two allocations; a 4-byte prefix
+promising 100 MB costs 16 KiB, then at most eight times what was actually sent (thousands of
+such connections once pinned 2 MiB each, and 100 MB each before that). Each growth costs a
+copy: 1 MB frames arriving in 64 KiB pieces take ~1.3x the framing time of one allocation
+(`bench/bench_framing.py`), the price of not trusting the prefix. Growing reallocs the
+bytearray and fills the new part with zeros read from a read-only anonymous mapping (zero
+pages: no memory behind them; a fresh `bytes(n)` each time costs page faults that made
+growing ten times slower). A bytearray with a live view cannot be resized: hence the rule
+above. `bench/bench_framing.py` measures all this.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ import struct
 _SIZE = struct.Struct(">i")
 INT32_MAX = 0x7FFFFFFF
 DEFAULT_SCRATCH = 64 * 1024  # a splitter's own scratch buffer when the caller gives none
-PREALLOC = 2 << 20  # a large frame's first allocation, at most
+PREALLOC = 16 << 10  # a large frame's first allocation when little of it has arrived
+FIRST_GROWTH = 8  # ... else this many times what has
 _ZEROS_SIZE = 64 << 20
 _zeros: memoryview | None = None  # _ZEROS_SIZE zero bytes, mapped on first use
 
@@ -61,7 +65,7 @@ class FrameSplitter:
     the scratch are received into a bytearray of their own.
     """
 
-    __slots__ = ("min_size", "max_size", "what", "max_size_name", "prealloc",
+    __slots__ = ("min_size", "max_size", "what", "max_size_name", "prealloc", "blocked",
                  "_scratch", "_direct_over", "_buf", "_big", "_view", "_pos", "_size", "_done")
 
     def __init__(
@@ -87,6 +91,7 @@ class FrameSplitter:
         self._pos = 0  # bytes of it received
         self._size = 0  # its size
         self._done: bytearray | None = None  # a large frame complete, not yet handed out
+        self.blocked = False  # next_frame(allow_large=False) stopped before a large frame
 
     # -- bytes in -----------------------------------------------------------------------------
 
@@ -131,8 +136,24 @@ class FrameSplitter:
 
     # -- frames out ---------------------------------------------------------------------------
 
-    def next_frame(self) -> bytearray | None:
-        """The next whole frame's body, or None: more bytes are needed. Raises FrameError."""
+    @property
+    def held(self) -> int:
+        """Bytes of memory this splitter holds for frames not handed out yet."""
+        return len(self._buf) + (len(self._big) if self._big is not None else 0) + (
+            len(self._done) if self._done is not None else 0)
+
+    @property
+    def receiving_large(self) -> bool:
+        """A large frame has started and not all of it has arrived."""
+        return self._big is not None
+
+    def next_frame(self, allow_large: bool = True) -> bytearray | None:
+        """The next whole frame's body, or None: more bytes are needed. Raises FrameError.
+
+        With `allow_large=False`, a frame larger than the scratch whose rest has not arrived
+        is not started (no memory is taken for it): None, with `blocked` set, and the caller
+        stops receiving until it may start one (a broker-wide memory bound)."""
+        self.blocked = False
         done = self._done
         if done is not None:
             self._done = None
@@ -149,6 +170,9 @@ class FrameSplitter:
             del buf[:end]
             return frame
         if size > self._direct_over:
+            if not allow_large:
+                self.blocked = True
+                return None
             self._start_big(size)
         return None
 
@@ -163,7 +187,7 @@ class FrameSplitter:
         """Move the start of a frame too large for the scratch into a bytearray of its own."""
         buf = self._buf
         have = len(buf) - 4
-        big = bytearray(min(size, max(self.prealloc, have)))
+        big = bytearray(min(size, max(self.prealloc, FIRST_GROWTH * have)))
         view = memoryview(big)
         with memoryview(buf) as src:
             view[:have] = src[4:]  # one copy (`big[:have] = ...` would copy a memoryview twice)

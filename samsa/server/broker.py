@@ -41,6 +41,7 @@ from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, Stor
 from samsa.ratelimit import BurstLog
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
+from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
 from samsa.server.context import BrokerServices
 from samsa.server.dispatch import Dispatcher, supported_versions
 from samsa.server.fetch_sessions import FetchSessionCache
@@ -91,6 +92,8 @@ class Broker:
         self.zk_mode = bool(config.get("zookeeper.connect"))
         self._saved_hw: dict[tuple[str, int], int] = {}
         self.listeners: list[Listener] = []
+        self.quotas: ConnectionQuotas | None = None
+        self._limits: tuple[BrokerConfig, Limits] | None = None
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]  # set by open_storage()
         self.monitor: LoopMonitor | None = None
         self._stopping: asyncio.Event | None = None
@@ -435,11 +438,26 @@ class Broker:
     # -- run ------------------------------------------------------------------------------------
 
     def start_listeners(self) -> None:
-        max_req = self.config.get("socket.request.max.bytes")
-        for name, host, port in self.config.listeners():
-            lst = Listener(self.loop, name, host, port, self.dispatcher, max_req)
+        cfg = self.config
+        max_req = cfg.get("socket.request.max.bytes")
+        self.quotas = ConnectionQuotas(self.loop, self._connection_limits)
+        for name, host, port in cfg.listeners():
+            lst = Listener(self.loop, name, host, port, self.dispatcher, max_req, quotas=self.quotas,
+                           max_pending=int(cfg.get("queued.max.requests")),
+                           backlog=int(cfg.get("socket.listen.backlog.size")))
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
+
+    def _connection_limits(self) -> Limits:
+        """The connection limits in force (max.connections* are dynamic: the config of now)."""
+        cfg = self.config
+        if self._limits is None or self._limits[0] is not cfg:
+            self._limits = (cfg, Limits(
+                max_connections=int(cfg.get("max.connections")), max_per_ip=int(cfg.get("max.connections.per.ip")),
+                per_ip_overrides=parse_overrides(cfg.get("max.connections.per.ip.overrides") or ""),
+                idle_ms=int(cfg.get("connections.max.idle.ms")),
+                max_request_bytes_queued=int(cfg.get("queued.max.request.bytes"))))
+        return self._limits[1]
 
     def _every(self, interval_ms: int, fn: Callable[[], object], what: str) -> None:
         interval = max(interval_ms, 10) / 1000

@@ -34,6 +34,7 @@ from typing import Any
 
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.schema import Out
+from samsa.server.connection_quotas import ConnectionQuotas, Limits
 from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.storage.log import Log
 
@@ -47,7 +48,7 @@ SCRATCH = 256 * 1024
 # so each small request cost an mmap, a page fault, an mremap and a munmap (~20% of the
 # broker's CPU at 10k small produces and fetches a second).
 _SCRATCH_VIEW = memoryview(bytearray(SCRATCH))
-MAX_PENDING = 512  # requests in flight on one connection before we stop reading
+MAX_PENDING = 500  # requests in flight on one connection before we stop reading (queued.max.requests)
 MAX_QUEUED_OUT = 32 * 1024 * 1024  # bytes waiting to be written before we stop reading
 INLINE_MAX = 64 * 1024  # responses up to this size with file slices: pread + one send, no sendfile
 ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for a client that has not authenticated
@@ -70,6 +71,11 @@ class Connection:
         self.fd = sock.fileno()
         self.peer = peer
         self.peer_str = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        self.quotas = server.quotas
+        self.max_pending = server.max_pending
+        self.last_active = 0.0
+        self._held = 0  # bytes the splitter held at the last count (ConnectionQuotas' memory)
         self.frames = FrameSplitter(min_size=8, max_size=server.max_request_size, what="request",
                                     max_size_name="socket.request.max.bytes", scratch=_SCRATCH_VIEW)
         self.pending: deque[_Slot] = deque()
@@ -118,6 +124,11 @@ class Connection:
             self.close()
             return
         frames.advance(n)
+        quotas = self.quotas
+        self.last_active = quotas.now
+        if quotas.memory_limit > 0:
+            self._cut_frames()
+            return
         try:
             while not self.closed:
                 frame = frames.next_frame()
@@ -127,6 +138,40 @@ class Connection:
         except FrameError as e:
             log.warning("closing connection from %s: %s", self.peer_str, e)
             self.close()
+
+    def _cut_frames(self) -> None:
+        """`_on_readable`'s frame loop under queued.max.request.bytes: a large request starts
+        only while the broker's requests hold less than that; what this one holds is counted."""
+        frames, quotas = self.frames, self.quotas
+        allow = quotas.memory_available()
+        try:
+            while not self.closed:
+                frame = frames.next_frame(allow)
+                if frame is None:
+                    if frames.blocked:  # wait for memory, reading nothing
+                        self._pause_reading()
+                        quotas.wait_for_memory(self)
+                    break
+                self._dispatch(frame)
+        except FrameError as e:
+            log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+        held = frames.held
+        if held != self._held and not self.closed:
+            quotas.hold(held - self._held)
+            self._held = held
+
+    def retry_frames(self) -> None:
+        """Memory was released: cut what is buffered, then read again (ConnectionQuotas)."""
+        if self.closed:
+            return
+        self._cut_frames()
+        if not self.frames.blocked and len(self.pending) <= self.max_pending and self.queued_out <= MAX_QUEUED_OUT:
+            self._resume_reading()
+
+    def stalled_mid_request(self) -> bool:
+        """Part of a request arrived and the rest has not (ConnectionQuotas' stall check)."""
+        return self.frames.held > 0 and not self.frames.blocked
 
     def _dispatch(self, frame: bytearray) -> None:
         try:
@@ -147,7 +192,7 @@ class Connection:
         else:
             slot.waiting = result
             result.on_done(lambda out, error, s=slot: self._pending_done(s, out, error))
-        if len(self.pending) > MAX_PENDING:
+        if len(self.pending) > self.max_pending:
             self._pause_reading()
 
     def _pending_done(self, slot: _Slot, out: Out | None, error: BaseException | None) -> None:
@@ -172,9 +217,9 @@ class Connection:
             out = pending.popleft().out
             if out is not None:
                 self._enqueue(out)
-        if self.queued_out > MAX_QUEUED_OUT or len(pending) > MAX_PENDING:
+        if self.queued_out > MAX_QUEUED_OUT or len(pending) > self.max_pending:
             self._pause_reading()
-        elif not self.reading:
+        elif not self.reading and not self.frames.blocked:
             self._resume_reading()
         if self.wqueue and not self.writing:
             self._on_writable()
@@ -208,6 +253,7 @@ class Connection:
     def _on_writable(self) -> None:
         q = self.wqueue
         sock = self.sock
+        sent_any = bool(q)
         try:
             while q:
                 item = q[0]
@@ -247,7 +293,9 @@ class Connection:
         elif not q and self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
-        if not q and not self.reading and len(self.pending) <= MAX_PENDING:
+        if sent_any:
+            self.last_active = self.quotas.now
+        if not q and not self.reading and len(self.pending) <= self.max_pending and not self.frames.blocked:
             self._resume_reading()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -270,6 +318,8 @@ class Connection:
         except OSError:
             pass
         self.server.connections.discard(self)
+        self.quotas.removed(self, self._held)
+        self._held = 0
 
 
 def _inline(out: Out) -> bytes:
@@ -300,6 +350,10 @@ class Listener:
         port: int,
         handler: Callable[[Connection, bytearray], Any],  # Out, None (nothing to send), Pending or NO_RESPONSE
         max_request_size: int,
+        *,
+        quotas: ConnectionQuotas | None = None,
+        max_pending: int = MAX_PENDING,  # queued.max.requests
+        backlog: int = 1024,  # socket.listen.backlog.size
     ) -> None:
         self.loop = loop
         self.name = name
@@ -307,8 +361,12 @@ class Listener:
         self.port = port
         self.handler = handler
         self.max_request_size = max_request_size
+        self.quotas = quotas if quotas is not None else ConnectionQuotas(loop, Limits)
+        self.max_pending = max_pending
+        self.backlog = backlog
         self.connections: set[Connection] = set()
         self.sock: socket.socket | None = None
+        self._accepting = False
 
     def start(self) -> None:
         infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -316,26 +374,49 @@ class Listener:
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(addr)
-        sock.listen(1024)
+        sock.listen(self.backlog)
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
 
     def serve(self) -> None:
         """Start accepting: connections made since start() waited in the backlog."""
-        assert self.sock is not None
-        self.loop.add_reader(self.sock.fileno(), self._on_accept)
+        self._start_accepting()
+
+    def _start_accepting(self) -> None:
+        if self.sock is not None and not self._accepting:
+            self.loop.add_reader(self.sock.fileno(), self._on_accept)
+            self._accepting = True
+
+    def _stop_accepting(self) -> None:
+        if self.sock is not None and self._accepting:
+            self.loop.remove_reader(self.sock.fileno())
+            self._accepting = False
 
     def _on_accept(self) -> None:
         assert self.sock is not None
+        quotas = self.quotas
         for _ in range(64):
+            if quotas.at_max():  # max.connections: the rest wait in the backlog until one closes
+                self._stop_accepting()
+                quotas.pause_accepting(self._start_accepting)
+                return
             try:
                 csock, peer = self.sock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:
-                log.warning("accept failed on %s: %s", self.name, e)
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # The socket stays readable: without a pause this would spin at 100% CPU.
+                    self._stop_accepting()
+                    quotas.accept_failed(self.name, e, self._start_accepting)
+                else:
+                    log.warning("accept failed on %s: %s", self.name, e)
                 return
+            host = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+            if not quotas.admit(host):  # max.connections.per.ip: closed at once, as Kafka does
+                csock.close()
+                continue
             csock.setblocking(False)
             try:
                 csock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -343,6 +424,7 @@ class Listener:
                 pass
             conn = Connection(self, csock, peer)
             self.connections.add(conn)
+            quotas.added(conn)
             conn.start()
 
     def close_connections(self) -> int:
@@ -354,7 +436,7 @@ class Listener:
 
     def close(self) -> None:
         if self.sock is not None:
-            self.loop.remove_reader(self.sock.fileno())
+            self._stop_accepting()
             self.sock.close()
             self.sock = None
         for conn in list(self.connections):

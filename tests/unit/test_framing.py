@@ -26,6 +26,7 @@ from samsa.cli.common import CliError
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.messages import encode_response
 from samsa.server import network, replica_fetcher
+from samsa.server.connection_quotas import ConnectionQuotas, Limits
 from samsa.spark.client import _Connection
 
 
@@ -147,7 +148,7 @@ def test_a_shared_scratch_serves_several_splitters() -> None:
 def test_large_frame_is_received_into_the_bytearray_handed_out() -> None:
     big = body(100_000, 7)
     data = framed(big, b"after!!!")
-    frames = FrameSplitter(scratch=bytearray(1024))
+    frames = FrameSplitter(scratch=bytearray(1024), prealloc=None)  # (growing: the next test)
     into = frames.buffer()
     into[:1024] = data[:1024]
     del into
@@ -193,6 +194,27 @@ def test_a_promised_size_is_allocated_as_bytes_arrive() -> None:
     frame = frames.next_frame()
     assert frame == data[4:] and len(frame) == size
     assert sorted(set(sizes)) == [64 * 1024, 128 * 1024, 256 * 1024, 512 * 1024, size]
+
+
+def test_a_length_prefix_alone_takes_a_small_bound_whatever_it_promises() -> None:
+    """The slowloris case: 4 bytes promising 100 MB cost the default first allocation."""
+    frames = FrameSplitter(scratch=bytearray(64 * 1024))
+    frames.feed(struct.pack(">i", 100_000_000))
+    assert frames.next_frame() is None and frames.receiving_large
+    assert frames.held <= 16 * 1024
+    frames.feed(b"x" * 40_000)  # what a peer actually sends is what it costs, a few times at most
+    assert frames.next_frame() is None and frames.held <= 2 * 40_000
+
+
+def test_a_large_frame_is_not_started_while_not_allowed() -> None:
+    frames = FrameSplitter(scratch=bytearray(1024))
+    frames.feed(framed(b"small!!!", body(5000, 2))[:2000])
+    assert frames.next_frame(allow_large=False) == b"small!!!"  # small ones are cut as ever
+    assert frames.next_frame(allow_large=False) is None and frames.blocked
+    assert not frames.receiving_large and frames.held == 2000 - 12  # nothing taken for it
+    assert frames.next_frame() is None and not frames.blocked and frames.receiving_large
+    frames.feed(framed(body(5000, 2))[2000 - 12:])
+    assert frames.next_frame() == body(5000, 2)
 
 
 def test_prealloc_none_allocates_the_whole_frame_at_once() -> None:
@@ -309,7 +331,8 @@ def test_broker_connection_cuts_small_and_large_frames(caplog: pytest.LogCapture
         got.append(frame)
         return network.NO_RESPONSE
 
-    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=2 << 20, handler=handler)
+    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=2 << 20, handler=handler,
+                             quotas=ConnectionQuotas(loop, Limits), max_pending=500)
     conn = network.Connection(server, ours, ("peer", 1))  # type: ignore[arg-type]
     bodies = [body(8, 1), body(300_000, 2), body(100, 3), body(1_100_000, 4), body(9, 5)]
     data = framed(*bodies)

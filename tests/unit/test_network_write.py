@@ -20,6 +20,7 @@ import pytest
 
 from samsa.protocol.schema import Out
 from samsa.server import network
+from samsa.server.connection_quotas import ConnectionQuotas, Limits
 from samsa.storage import FileSlice
 
 
@@ -31,7 +32,8 @@ def pair() -> Iterator[tuple[network.Connection, socket.socket]]:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     ours.setblocking(False)
-    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=1 << 20)
+    server = SimpleNamespace(loop=loop, connections=set(), max_request_size=1 << 20,
+                             quotas=ConnectionQuotas(loop, Limits), max_pending=500)
     conn = network.Connection(server, ours, "test")  # type: ignore[arg-type]
     server.connections.add(conn)
     yield conn, theirs
