@@ -3,7 +3,8 @@
 A partition's data is a byte range of one segment, sent with sendfile. Limits are Kafka's:
 `partition_max_bytes` per partition and `max_bytes` for the response, except that the first
 partition with data returns at least its first whole batch so a consumer can always make
-progress (KIP-74). Consumers read up to the high watermark only.
+progress (KIP-74); a consumer's `max_bytes` is capped by the broker's `fetch.max.bytes`.
+Consumers read up to the high watermark only.
 
 Fetch sessions (KIP-227, `server/fetch_sessions.py`): a fetch that opens or continues a
 session reads every partition of the session (those it names at their new positions, the
@@ -44,6 +45,10 @@ ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool]
 
 def handle(ctx: RequestContext, req: Any) -> Any:
     plan: FetchPlan | None = None
+    if getattr(req, "replica_id", -1) < 0:  # a consumer's response is capped by fetch.max.bytes, as in Kafka
+        cap = ctx.config.get("fetch.max.bytes")
+        if req.max_bytes <= 0 or req.max_bytes > cap:
+            req.max_bytes = cap
     if getattr(req, "session_id", 0) or getattr(req, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:  # (v7+)
         plan = ctx.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0)
         if plan.error:

@@ -19,6 +19,7 @@ role changes.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -28,10 +29,14 @@ from samsa.controller.decisions import FollowerState, can_join_isr, new_high_wat
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.batch import BatchHeader
 from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.ratelimit import RateLimitedLog
 from samsa.server.purgatory import Purgatory
 from samsa.storage.errors import StorageError
 from samsa.storage.partition_log import PartitionLog
 from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
+
+# One line per log dir per interval, with a count: a full disk fails every produce.
+_storage_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=10.0)
 
 
 def now_ms() -> int:
@@ -259,6 +264,10 @@ class Partition:
         except StorageError as e:
             code = ErrorCode[e.kafka_error] if e.kafka_error else ErrorCode.KAFKA_STORAGE_ERROR
             return AppendOutcome(code, message=str(e))
+        except OSError as e:  # the disk refused (full, read-only, failing): nothing was appended
+            _storage_log.warning(f"append {self.log.dir.parent}", "Cannot append to %s: %s; answering "
+                                 "KAFKA_STORAGE_ERROR (nothing was written)", self.log.dir, e)
+            return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to the log: {e.strerror or e}")
         offset = result.first_offset
         for _, h in headers:
             if h.producer_id >= 0:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Any
 
 import pytest
 
@@ -150,3 +151,22 @@ def test_acks_all_below_min_insync_replicas_is_refused(broker: BrokerProcess, to
             {"name": topic_name, "partition_data": [{"index": 0, "records": bytes(batch())}]}]})
         assert acks1.responses[0].partition_responses[0].error_code == 0
         assert latest_offset(c, topic_name) == 3
+
+
+def test_fetch_max_bytes_caps_what_a_consumer_asks_for(broker_factory: Any, topic_name: str) -> None:
+    """A Fetch asking for 2^31-1 bytes once got 382 MiB in one response; the broker's
+    fetch.max.bytes caps it (the first batch still comes whole, KIP-74)."""
+    b = broker_factory(fetch_max_bytes="4096")
+    with RawClient(b.bootstrap) as c:
+        create_topic(c, topic_name)
+        for _ in range(10):
+            assert produce(c, topic_name, batch(n=1, size=1000)).error_code == 0
+        resp = c.request(1, 12, {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 0x7FFFFFFF, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic_name, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 0x7FFFFFFF}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        records = resp.responses[0].partitions[0].records
+        one = len(batch(n=1, size=1000))
+        assert one < len(records) <= 4096, len(records)  # several batches, never past the cap

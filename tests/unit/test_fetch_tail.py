@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from samsa.config import BrokerConfig
 from samsa.handlers import fetch
 from samsa.metadata.zkdata import PartitionState
 from samsa.protocol.errors import ErrorCode
@@ -63,8 +64,9 @@ def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
     def get(topic: str, index: int) -> Partition | None:
         return partition if (topic, index) == (partition.topic, partition.index) else None
     purgatory = partition.purgatory = Purgatory(loop)
+    config = BrokerConfig({"broker.id": "0"})
     return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
-                           loop=loop, purgatory=purgatory)
+                           loop=loop, purgatory=purgatory, current_config=lambda: config)
 
 
 def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, partition_max_bytes: int = 1 << 20,

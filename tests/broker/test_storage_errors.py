@@ -1,0 +1,79 @@
+"""A full disk, for real: the broker's log dir on a size-capped tmpfs the test mounts. Produce
+answers KAFKA_STORAGE_ERROR (not a closed connection and a traceback), nothing is half
+appended, reads keep working, and once space is back the same produce succeeds."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from samsa.protocol.errors import ErrorCode
+from tests.broker.test_bad_input import batch, create_topic, latest_offset, produce
+from tests.brokerproc import BrokerProcess
+from tests.rawclient import RawClient
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], capture_output=True, text=True)
+    assert r.returncode == 0, f"this test needs to mount a size-capped tmpfs (root): {r.stderr.strip()}"
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def read_all(bootstrap: str, topic: str, n: int) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+        return out
+    finally:
+        c.close()
+
+
+def test_disk_full_answers_kafka_storage_error_and_loses_nothing(
+        tmp_path: Path, small_disk: Path, topic_name: str) -> None:
+    b = BrokerProcess(tmp_path / "broker", {"log.dirs": str(small_disk / "data")})
+    b.start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            create_topic(c, topic_name)
+            acked, errors = 0, []
+            for _ in range(200):  # ~200 kB a request into 8 MB: full after a few dozen
+                resp = produce(c, topic_name, batch(n=10, size=20_000))
+                if resp.error_code == 0:
+                    acked += 10
+                else:
+                    errors.append(resp.error_code)
+                    if len(errors) >= 5:
+                        break
+            assert acked > 0 and errors == [ErrorCode.KAFKA_STORAGE_ERROR] * 5
+            assert latest_offset(c, topic_name) == acked  # nothing half appended
+        values = read_all(b.bootstrap, topic_name, acked)  # reads keep working
+        assert len(values) == acked and all(v == b"v" * 20_000 for v in values)
+
+        r = subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        with RawClient(b.bootstrap) as c:
+            assert produce(c, topic_name, batch(n=10, size=20_000)).error_code == 0  # a retry really retries
+            assert latest_offset(c, topic_name) == acked + 10
+        log_text = b.log_text()
+        assert "Traceback" not in log_text
+        assert 1 <= log_text.count("Cannot append to") <= 2  # one line per interval, with a count
+        assert str(small_disk / "data") in log_text
+    finally:
+        b.close()
