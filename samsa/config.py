@@ -21,6 +21,7 @@ from samsa.config_defs import (
     KAFKA_CONFIG_TYPE,
     TOPIC_DEF_LIST,
     TOPIC_DEFS,
+    UNUSED_MARK,
     ConfigDef,
     broker_synonyms,
     precedence_group,
@@ -337,6 +338,11 @@ class BrokerConfig:
 
     def unknown_keys(self) -> list[str]:
         return unknown_keys(self._static)
+
+    def without_effect(self) -> list[str]:
+        """Kafka keys set here that Samsa accepts but that change nothing (documented so in
+        their description): said once at start-up, never silently ignored."""
+        return sorted(k for k in self._static if k in BROKER_DEFS and BROKER_DEFS[k].doc.endswith(UNUSED_MARK))
 
     # -- typed access
 

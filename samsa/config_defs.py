@@ -121,7 +121,7 @@ def _b(name: str, type: ConfigType, default: Any, doc: str, validator: Validator
     return ConfigDef(name, type, default, doc, validator, dynamic, sensitive=type == "password")
 
 
-_UNUSED = " (accepted; unused)"
+UNUSED_MARK = _UNUSED = " (accepted; unused)"  # ends the description of a key that has no effect
 
 BROKER_DEF_LIST: list[ConfigDef] = [
     # identity and networking
@@ -135,7 +135,7 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("listener.security.protocol.map", "string",
        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
-    _b("inter.broker.listener.name", "string", None, "Listener used between brokers." + _UNUSED),
+    _b("inter.broker.listener.name", "string", None, "Listener used between brokers (replication, probes)."),
     _b("security.inter.broker.protocol", "string", "PLAINTEXT", "Protocol used between brokers." + _UNUSED,
        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
     _b("socket.request.max.bytes", "int", 104857600, "Largest request the broker will read.", at_least(1)),

@@ -38,6 +38,9 @@ def run(argv: list[str]) -> int:
     log = logging.getLogger("samsa.broker")
     for key in config.unknown_keys():
         log.warning("unknown config key %s is ignored", key)
+    inert = config.without_effect()
+    if inert:
+        log.warning("Accepted, has no effect in Samsa: %s", ", ".join(inert))
 
     from samsa.metadata.store import StoreError
     from samsa.server.broker import run_broker

@@ -430,3 +430,13 @@ def test_every_definition_has_valid_default_and_doc() -> None:
     for d in TOPIC_DEFS.values():
         for syn in d.synonyms:
             assert syn in BROKER_DEFS, (d.name, syn)
+
+
+def test_keys_that_have_no_effect_are_named_at_start_up(tmp_path: Path) -> None:
+    """Accepted for compatibility and said so once, never silently ignored (issue 16)."""
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=0\nnum.io.threads=16\nnum.network.threads=4\nlog.retention.ms=1000\n")
+    config = BrokerConfig.from_file(path)
+    assert config.without_effect() == ["num.io.threads", "num.network.threads"]
+    assert "inter.broker.listener.name" not in BrokerConfig.from_file(
+        path, {"inter.broker.listener.name": "PLAINTEXT"}).without_effect()  # used: replication's listener
