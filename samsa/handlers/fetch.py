@@ -22,6 +22,7 @@ the partitions it waits on; no task or timer of its own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +30,13 @@ from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
 from samsa.protocol.messages import RequestHeader
+from samsa.ratelimit import RateLimitedLog
 from samsa.server.context import Partition, RequestContext
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
-from samsa.storage.errors import OffsetOutOfRange
+from samsa.storage.errors import OffsetOutOfRange, StorageError
+
+_storage_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=10.0)
 
 API_KEY = 1
 MIN_VERSION = 4
@@ -228,6 +232,17 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             except OffsetOutOfRange:
                 errors = True
                 parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset))
+                continue
+            except StorageError as e:  # damaged bytes where the read must go: an error, never a skip
+                errors = True
+                _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d at offset %d: %s",
+                                   t.topic, fp.partition, fp.fetch_offset, e)
+                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR, hw, log.log_start_offset))
+                continue
+            except OSError as e:
+                errors = True
+                _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d: %s", t.topic, fp.partition, e)
+                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR, hw, log.log_start_offset))
                 continue
             if sl is not None and sl.size > 0:
                 entry["records"] = sl

@@ -37,6 +37,18 @@ class UnexpectedAppendOffset(StorageError):
     kafka_error = "UNKNOWN_SERVER_ERROR"
 
 
+class CorruptSegment(StorageError):
+    """A segment's bytes do not parse as batches where a read needs them (a damaged length, a
+    torn or overwritten region): the read fails rather than skip what it cannot parse."""
+
+    kafka_error = "KAFKA_STORAGE_ERROR"
+
+    def __init__(self, path: object, position: int, why: str) -> None:
+        super().__init__(f"{path}: no valid batch at position {position} ({why})")
+        self.path = path
+        self.position = position
+
+
 class CorruptIndex(StorageError):
     """An .index/.timeindex file fails its sanity check (the loader rebuilds it)."""
 

@@ -15,6 +15,7 @@ segment is closed, so fetches can sendfile from it.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 import time
@@ -31,7 +32,8 @@ from samsa.protocol.batch import (
     LOG_OVERHEAD,
     BatchHeader,
 )
-from samsa.storage.errors import CorruptIndex
+from samsa.ratelimit import RateLimitedLog
+from samsa.storage.errors import CorruptIndex, CorruptSegment
 from samsa.storage.index import pwrite_all
 from samsa.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from samsa.storage.offset_index import OffsetIndex
@@ -48,6 +50,9 @@ INT32_MAX = 2**31 - 1
 SCAN_CHUNK = 16384  # bytes per pread when walking headers (> the default index interval)
 
 _fdatasync = getattr(os, "fdatasync", os.fsync)
+# A damaged index is found at each read through it until the next restart rebuilds it: one line
+# per partition per interval.
+_index_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=60.0)
 
 
 def segment_file_name(base_offset: int, suffix: str = LOG_SUFFIX) -> str:
@@ -221,8 +226,43 @@ class LogSegment:
             yield BatchPos(pos, h[0], h[0] + h[6], size, h[8])
             pos += size
 
+    def checked_batches(self, start: int = 0) -> Iterator[BatchPos]:
+        """`iter_batches` for reads: every header must be a plausible batch of this segment
+        (magic 2, a size within the segment, offsets inside it and increasing), and the scan
+        must reach the end; else CorruptSegment, where `iter_batches` stops silently and a
+        read would go on in the next segment, past the damage."""
+        end = self.size
+        fd = self.fd
+        pos = start
+        low = self.base_offset
+        chunk = b""
+        chunk_pos = 0
+        while pos < end:
+            rel = pos - chunk_pos
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+                chunk_pos, rel = pos, 0
+            if rel + HEADER_SIZE > len(chunk):
+                raise CorruptSegment(self.path(LOG_SUFFIX), pos, f"{end - pos} bytes before the end, less than a "
+                                     "batch header")
+            h = HEADER.unpack_from(chunk, rel)
+            size = LOG_OVERHEAD + h[1]
+            base, last = h[0], h[0] + h[6]
+            if h[3] != 2 or size < HEADER_SIZE or pos + size > end:
+                raise CorruptSegment(self.path(LOG_SUFFIX), pos, f"magic {h[3]}, size {size} in {end - pos} bytes")
+            if base < low or last < base:
+                raise CorruptSegment(self.path(LOG_SUFFIX), pos,
+                                     f"offsets {base}..{last} where the next is at least {low}")
+            yield BatchPos(pos, base, last, size, h[8])
+            low = last + 1
+            pos += size
+
     def find_batch(self, offset: int, start: int | None = None) -> BatchPos | None:
-        """The first batch whose last offset is >= `offset` (None if the segment has none)."""
+        """The first batch whose last offset is >= `offset` (None if the segment has none).
+
+        Found from the offset index's entry at or before `offset`; if the bytes there are not
+        batches of this segment (a damaged index), scanned again from the segment's start,
+        with a warning; bytes that do not parse there either raise CorruptSegment."""
         recent = self.recent
         if start is None and recent and recent[0].base_offset <= offset <= recent[-1].last_offset:
             # Walk back from the newest: a consumer at the tail wants the last batch or so.
@@ -232,9 +272,33 @@ class LogSegment:
                     break
                 found = b
             return found
-        if start is None:
-            _, start = self.offset_index.lookup(offset)
-        for batch in self.iter_batches(start):
+        if start is not None:
+            return self._find_from(offset, start)
+        _, indexed = self.offset_index.lookup(offset)
+        if indexed == 0:
+            return self._find_from(offset, 0)
+        why = None
+        try:
+            found = self._find_from(offset, indexed)
+            if found is not None and (found.base_offset <= offset or found.position > indexed):
+                return found
+            # The batch at an index entry holds that entry's offset, which is <= `offset`; and
+            # nothing from there on is only right if `offset` is past this segment's batches.
+            if found is not None:
+                why = f"the batch there starts at offset {found.base_offset}, after {offset}"
+        except CorruptSegment as e:
+            why = str(e)
+        rescanned = self._find_from(offset, 0)
+        if why is None and rescanned is not None:
+            why = f"offset {offset} is in a batch before it"
+        if why is not None:
+            _index_log.warning(f"index {self.dir}", "The offset index of %s points at position %d for offset %d, "
+                               "not at a batch that holds it (%s); read by scanning the segment from its start",
+                               self.path(LOG_SUFFIX), indexed, offset, why)
+        return rescanned
+
+    def _find_from(self, offset: int, start: int) -> BatchPos | None:
+        for batch in self.checked_batches(start):
             if batch.last_offset >= offset:
                 return batch
         return None

@@ -4,10 +4,12 @@ appended, reads keep working, and once space is back the same produce succeeds."
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -77,3 +79,33 @@ def test_disk_full_answers_kafka_storage_error_and_loses_nothing(
         assert str(small_disk / "data") in log_text
     finally:
         b.close()
+
+
+def test_a_damaged_segment_answers_kafka_storage_error_not_later_records(
+        broker_factory: Callable[..., BrokerProcess], topic_name: str) -> None:
+    b = broker_factory()
+    with RawClient(b.bootstrap) as c:
+        create_topic(c, topic_name, configs={"segment.bytes": "4096"})
+        for _ in range(20):  # 20 batches of ~1 kB: several segments
+            assert produce(c, topic_name, batch(n=1, size=1000)).error_code == 0
+    b.stop()  # (cleanly: the restart rescans nothing, so only reads meet the damage)
+    first = b.log_dir / f"{topic_name}-0" / f"{0:020d}.log"
+    with open(first, "r+b") as f:  # the second batch's length, as a bad write would leave it
+        f.seek(len(batch(n=1, size=1000)) + 8)
+        f.write(struct.pack(">i", 50_000_000))
+    b.start()
+    with RawClient(b.bootstrap) as c:
+        resp = fetch(c, topic_name, 1)
+        assert resp.error_code == ErrorCode.KAFKA_STORAGE_ERROR and len(resp.records) == 0
+        assert fetch(c, topic_name, 0).error_code == 0  # before the damage: served
+    assert "no valid batch at position" in b.log_text() and "Traceback" not in b.log_text()
+
+
+def fetch(c: RawClient, topic: str, offset: int) -> Any:
+    resp = c.request(1, 12, {
+        "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+             "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+        "forgotten_topics_data": [], "rack_id": ""})
+    return resp.responses[0].partitions[0]
