@@ -228,7 +228,7 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        at_least(0), dynamic=True),
     _b("log.message.timestamp.before.max.ms", "long", LONG_MAX, "How far in the past a CreateTime may be.",
        at_least(0), dynamic=True),
-    _b("log.message.timestamp.after.max.ms", "long", LONG_MAX, "How far in the future a CreateTime may be.",
+    _b("log.message.timestamp.after.max.ms", "long", 3600000, "How far in the future a CreateTime may be.",
        at_least(0), dynamic=True),
     _b("log.message.downconversion.enable", "boolean", True, "Down-convert batches for old fetchers.", dynamic=True),
     _b("log.message.format.version", "string", "3.0-IV1", "Deprecated record format version." + _UNUSED),

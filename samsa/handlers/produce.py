@@ -12,6 +12,7 @@ purgatory, watched under its partitions and checked whenever their high watermar
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
@@ -127,7 +128,8 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
         return _error(index, ErrorCode.NOT_ENOUGH_REPLICAS,
                       f"{len(partition.isr)} in-sync replicas, min.insync.replicas={min_isr}")
     try:
-        batch = validate_produce_records(records, partition.log.config, topics[topic].compression_type)
+        batch = validate_produce_records(records, partition.log.config, topics[topic].compression_type,
+                                         now_ms=int(time.time() * 1000))
     except InvalidBatch as e:
         return _error(index, e.code, str(e))
     out = partition.append(batch.buf, batch.headers, batch.log_append_time)

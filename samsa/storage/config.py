@@ -29,6 +29,11 @@ class LogConfig:
     flush_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"
+    # How far a CreateTime may be from the broker's clock (KIP-937; the "after" default is
+    # Kafka 4's one hour); the deprecated difference.max.ms, when set, bounds both.
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = 3600000
+    message_timestamp_difference_max_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
 
@@ -43,6 +48,9 @@ class LogConfig:
             raise ValueError("flush.messages, flush.ms and file.delete.delay.ms must be positive")
         if self.retention_ms < -1 or self.retention_bytes < -1:
             raise ValueError("retention.ms and retention.bytes must be >= -1")
+        if min(self.message_timestamp_before_max_ms, self.message_timestamp_after_max_ms,
+               self.message_timestamp_difference_max_ms) < 0:
+            raise ValueError("message.timestamp.{before,after,difference}.max.ms must be >= 0")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(f"message.timestamp.type must be one of {TIMESTAMP_TYPES}")
         policies = set(self.cleanup_policy.replace(" ", "").split(","))
@@ -108,6 +116,9 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "flush.ms": "flush_ms",
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
+    "message.timestamp.before.max.ms": "message_timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "message_timestamp_after_max_ms",
+    "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "cleanup.policy": "cleanup_policy",
 }
@@ -121,6 +132,9 @@ BROKER_CONFIG_KEYS: dict[str, str] = {
     "log.flush.interval.ms": "flush.ms",
     "message.max.bytes": "max.message.bytes",
     "log.message.timestamp.type": "message.timestamp.type",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
+    "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.cleanup.policy": "cleanup.policy",
 }

@@ -13,6 +13,10 @@ The checks, in order, with the error a client gets back:
     recordCount > 0, lastOffsetDelta == recordCount-1   INVALID_RECORD
     exactly one batch                                   INVALID_RECORD
     not a control batch (clients may not write them)    INVALID_RECORD
+    CreateTime within message.timestamp.before.max.ms   INVALID_TIMESTAMP
+      / .after.max.ms (and difference.max.ms) of the
+      broker's clock: the batch's first and largest
+      timestamps (-1, no timestamp, passes)
 
 Then compression.type: when the topic names a codec (anything but `producer`) other than the
 batch's, the batch is decoded and built again with it -- the only produce work that touches
@@ -48,7 +52,7 @@ from samsa.protocol.batch import (
 )
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.records import InvalidRecords, build_batch, decode_records, scan_batches
-from samsa.storage.config import LogConfig
+from samsa.storage.config import LONG_MAX, LogConfig
 from samsa.storage.errors import RecordBatchTooLarge, RecordTooLarge, StorageError, UnexpectedAppendOffset
 
 # compression.type -> codec id; "producer" (absent here) keeps what the producer sent.
@@ -76,8 +80,9 @@ class ValidatedBatch(NamedTuple):
 
 
 def validate_produce_records(records: _Records | None, config: LogConfig,
-                             compression_type: str = "producer") -> ValidatedBatch:
-    """Check one partition's Produce data; raise InvalidBatch with the error code if it fails."""
+                             compression_type: str = "producer", *, now_ms: int | None = None) -> ValidatedBatch:
+    """Check one partition's Produce data; raise InvalidBatch with the error code if it fails.
+    `now_ms`: the broker's clock, for the timestamp bounds (None: not checked)."""
     if records is None or len(records) == 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "Produce request carries no record batch")
     max_bytes = config.max_message_bytes
@@ -94,6 +99,8 @@ def validate_produce_records(records: _Records | None, config: LogConfig,
     h = headers[0][1]
     if h.is_control:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not write control batches")
+    if now_ms is not None and config.message_timestamp_type == "CreateTime":
+        check_timestamps(h, config, now_ms)
     target = CODECS.get(compression_type)
     if target is not None and target != h.compression:
         try:
@@ -103,6 +110,24 @@ def validate_produce_records(records: _Records | None, config: LogConfig,
         headers = scan_batches(records, verify_crc=False)
     buf = records if isinstance(records, (bytearray, memoryview)) else bytearray(records)
     return ValidatedBatch(buf, headers, config.message_timestamp_type == "LogAppendTime")
+
+
+def check_timestamps(h: BatchHeader, config: LogConfig, now_ms: int) -> None:
+    """Kafka's CreateTime bounds, on what the header says of the records: the first record's
+    timestamp and the largest (a record in between earlier than the first is only seen by a
+    walk of the records). A bound at Long.MAX is no bound (Kafka's arithmetic would wrap)."""
+    diff = config.message_timestamp_difference_max_ms
+    before = min(config.message_timestamp_before_max_ms, diff)
+    after = min(config.message_timestamp_after_max_ms, diff)
+    for ts in (h.base_timestamp, h.max_timestamp):
+        if ts == -1:
+            continue
+        if before < LONG_MAX and now_ms - ts > before:
+            raise InvalidBatch(ErrorCode.INVALID_TIMESTAMP, f"timestamp {ts} is {now_ms - ts} ms before the broker's "
+                               f"clock, more than message.timestamp.before.max.ms={before}")
+        if after < LONG_MAX and ts - now_ms > after:
+            raise InvalidBatch(ErrorCode.INVALID_TIMESTAMP, f"timestamp {ts} is {ts - now_ms} ms after the broker's "
+                               f"clock, more than message.timestamp.after.max.ms={after}")
 
 
 def recompress(batch: _Records, h: BatchHeader, codec: int) -> bytearray:

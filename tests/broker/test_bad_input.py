@@ -170,3 +170,16 @@ def test_fetch_max_bytes_caps_what_a_consumer_asks_for(broker_factory: Any, topi
         records = resp.responses[0].partitions[0].records
         one = len(batch(n=1, size=1000))
         assert one < len(records) <= 4096, len(records)  # several batches, never past the cap
+
+
+def test_timestamps_out_of_bounds_are_refused_and_nothing_is_appended(broker: BrokerProcess, topic_name: str) -> None:
+    """2100 is past Kafka 4's default message.timestamp.after.max.ms (one hour); 1970 is past the
+    topic's message.timestamp.before.max.ms. Either would have held or ended retention early."""
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name, configs={"message.timestamp.before.max.ms": "86400000"})
+        for ts in (4_102_444_800_000, 1000):
+            bad = bytearray(build_batch([(b"k", b"v", [], ts)]))
+            resp = produce(c, topic_name, bad)
+            assert resp.error_code == ErrorCode.INVALID_TIMESTAMP, ts
+        assert latest_offset(c, topic_name) == 0
+        assert produce(c, topic_name, batch()).error_code == 0  # now: fine

@@ -8,7 +8,7 @@ import pytest
 from samsa.protocol import compression
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.records import build_batch, decode_records, scan_batches
-from samsa.storage.config import LogConfig
+from samsa.storage.config import LONG_MAX, LogConfig
 from samsa.storage.validator import InvalidBatch, validate_produce_records
 
 RECORDS: list[tuple[bytes, bytes, list[tuple[str, bytes | None]], int]] = [(b"k%d" % i, b"v" * 20, [], 1_700_000_000_000 + i) for i in range(5)]
@@ -77,3 +77,41 @@ def test_producer_compression_type_keeps_the_batch() -> None:
     sent = build_batch(RECORDS, compression=compression.GZIP)
     assert bytes(validate_produce_records(sent, LogConfig(), "producer").buf) == sent
     assert bytes(validate_produce_records(sent, LogConfig(), "gzip").buf) == sent  # already the topic's codec
+
+
+# -- CreateTime bounds (message.timestamp.before/after.max.ms) -----------------------------------
+
+NOW = 1_800_000_000_000
+HOUR = 3_600_000
+
+
+def _stamped(*timestamps: int) -> bytes:
+    return build_batch([(b"k", b"v", [], ts) for ts in timestamps])
+
+
+@pytest.mark.parametrize("timestamps", [(NOW,), (NOW - 10 * 365 * 24 * HOUR,), (NOW + HOUR // 2,), (-1,)])
+def test_timestamps_within_the_default_bounds_pass(timestamps: tuple[int, ...]) -> None:
+    validate_produce_records(_stamped(*timestamps), LogConfig(), now_ms=NOW)
+
+
+@pytest.mark.parametrize(("timestamps", "config"), [
+    ((4_102_444_800_000,), LogConfig()),  # the year 2100: past Kafka 4's one-hour default
+    ((NOW, NOW + 2 * HOUR), LogConfig()),  # the largest timestamp of the batch counts
+    ((1000,), LogConfig(message_timestamp_before_max_ms=24 * HOUR)),  # 1970
+    ((-(2**63) + 1,), LogConfig(message_timestamp_before_max_ms=24 * HOUR)),  # near Long.MIN
+    ((NOW - 2 * HOUR,), LogConfig(message_timestamp_difference_max_ms=HOUR)),  # deprecated: bounds both ways
+    ((NOW + 2 * HOUR,), LogConfig(message_timestamp_after_max_ms=LONG_MAX, message_timestamp_difference_max_ms=HOUR)),
+])
+def test_timestamps_out_of_bounds_are_invalid_timestamp(timestamps: tuple[int, ...], config: LogConfig) -> None:
+    with pytest.raises(InvalidBatch) as e:
+        validate_produce_records(_stamped(*timestamps), config, now_ms=NOW)
+    assert e.value.code == ErrorCode.INVALID_TIMESTAMP
+
+
+def test_log_append_time_topics_ignore_the_producers_timestamps() -> None:
+    validate_produce_records(_stamped(4_102_444_800_000), LogConfig(message_timestamp_type="LogAppendTime"), now_ms=NOW)
+
+
+def test_without_bounds_every_timestamp_passes() -> None:
+    validate_produce_records(_stamped(-(2**63) + 1, 4_102_444_800_000),
+                             LogConfig(message_timestamp_after_max_ms=LONG_MAX), now_ms=NOW)
