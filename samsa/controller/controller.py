@@ -472,7 +472,9 @@ class Controller:
         that registered meanwhile included), from this broker's view once it holds every
         state (no second read of them all)."""
         self._failover_pending = False
-        await self.ctx.view.wait_loaded(VIEW_LOAD_WAIT_S)
+        if not await self.ctx.view.wait_loaded(VIEW_LOAD_WAIT_S):
+            log.warning("This broker's view of the cluster is not loaded after %.0f s; the failover reads the "
+                        "partition states it lacks from the store", VIEW_LOAD_WAIT_S)
         if not self.active:
             return
         self._refresh_live()  # the newest registrations: the election below covers them
