@@ -47,6 +47,17 @@ def read_all(bootstrap: str, topic: str, n: int) -> list[bytes]:
         c.close()
 
 
+def delete_records(c: RawClient, topic: str, offset: int) -> tuple[int, int]:
+    resp = c.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}],
+                             "timeout": 5000})
+    part = resp.topics[0].partitions[0]
+    return int(part.error_code), int(part.low_watermark)
+
+
+def delete_topic(c: RawClient, topic: str) -> int:
+    return int(c.request(20, 5, {"topic_names": [topic], "timeout": 5000}).responses[0].error_code)
+
+
 def test_disk_full_answers_kafka_storage_error_and_loses_nothing(
         tmp_path: Path, small_disk: Path, topic_name: str) -> None:
     b = BrokerProcess(tmp_path / "broker", {"log.dirs": str(small_disk / "data")})
@@ -67,12 +78,18 @@ def test_disk_full_answers_kafka_storage_error_and_loses_nothing(
             assert latest_offset(c, topic_name) == acked  # nothing half appended
         values = read_all(b.bootstrap, topic_name, acked)  # reads keep working
         assert len(values) == acked and all(v == b"v" * 20_000 for v in values)
+        with RawClient(b.bootstrap) as c:
+            # Deleting while the disk is full: an answer (an error or not), never a dead broker.
+            delete_records(c, topic_name, 10)
+            delete_topic(c, "no-such-topic-" + topic_name)
 
         r = subprocess.run(["mount", "-o", "remount,size=64m", str(small_disk)], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         with RawClient(b.bootstrap) as c:
             assert produce(c, topic_name, batch(n=10, size=20_000)).error_code == 0  # a retry really retries
             assert latest_offset(c, topic_name) == acked + 10
+            assert delete_records(c, topic_name, acked // 2) == (0, acked // 2)
+            assert delete_topic(c, topic_name) == 0
         log_text = b.log_text()
         assert "Traceback" not in log_text
         assert 1 <= log_text.count("Cannot append to") <= 2  # one line per interval, with a count
