@@ -479,6 +479,7 @@ class Broker:
             return int(time.time() * 1000)
 
         self._every(self.config.get("log.retention.check.interval.ms"), lambda: logs.cleanup(now_ms()), "retention")
+        self._every(1000, lambda: logs.release_due(now_ms()), "deleted files")
         # flush_due also fsyncs rolled segments so the recovery point advances; it is cheap
         # when nothing is due, so it runs at least every second whatever the scheduler says.
         flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)

@@ -314,7 +314,7 @@ class Log:
         """
         self._check_open()
         now = self._now_ms() if now_ms is None else now_ms
-        self._finish_pending_deletes(now)
+        self.finish_pending_deletes(now)
         hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
         deleted = self._delete_start_offset_breached(now, hw)
         cfg = self.config
@@ -385,11 +385,15 @@ class Log:
         self._dir_dirty = True
         log.info("Deleting segments %s of %s (%s)", [s.base_offset for s in doomed], self.name, reason)
 
-    def _finish_pending_deletes(self, now: int | None) -> None:
-        """Close and unlink deleted segments whose delay is over (all when now is None)."""
+    @property
+    def has_pending_deletes(self) -> bool:
+        return bool(self._pending_deletes)
+
+    def finish_pending_deletes(self, now_ms: int | None) -> None:
+        """Close and unlink deleted segments whose delay is over (all when now_ms is None)."""
         keep = []
         for deadline, seg in self._pending_deletes:
-            if now is None or now >= deadline:
+            if now_ms is None or now_ms >= deadline:
                 seg.delete_files()
             else:
                 keep.append((deadline, seg))
@@ -480,7 +484,7 @@ class Log:
         active = self._segments[-1]
         active.on_become_inactive()
         active.write_indexes(fsync=True)
-        self._finish_pending_deletes(None)
+        self.finish_pending_deletes(None)
         for seg in self._segments:
             seg.close()
         self._closed = True

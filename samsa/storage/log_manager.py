@@ -274,6 +274,15 @@ class LogManager:
         self._release_deleted(now)
         return sum(lg.delete_old_segments(now) for lg in list(self._logs.values()))
 
+    def release_due(self, now_ms: int | None = None) -> None:
+        """Close and unlink what was deleted (segments, whole logs) once its file.delete.delay.ms
+        is over: on a timer of its own, not at the next retention pass (minutes later)."""
+        now = self._now_ms() if now_ms is None else now_ms
+        self._release_deleted(now)
+        for lg in self._logs.values():
+            if lg.has_pending_deletes:
+                lg.finish_pending_deletes(now)
+
     def _release_deleted(self, now_ms: int | None) -> None:
         keep = []
         for deadline, lg in self._deleted:

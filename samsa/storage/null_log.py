@@ -309,5 +309,12 @@ class NullLog:
     def release_files(self) -> None:
         pass
 
+    @property
+    def has_pending_deletes(self) -> bool:
+        return False
+
+    def finish_pending_deletes(self, now_ms: int | None) -> None:
+        pass
+
     def __repr__(self) -> str:
         return f"NullLog({self.dir}, start={self._lso}, end={self._leo}, retained={self._retained_bytes} bytes)"

@@ -166,6 +166,12 @@ class PartitionLog(Protocol):
 
     def release_files(self) -> None: ...
 
+    @property
+    def has_pending_deletes(self) -> bool: ...  # deleted segments whose files are still open
+
+    def finish_pending_deletes(self, now_ms: int | None) -> None:
+        """Close and unlink the deleted segments whose file.delete.delay.ms is over (all: None)."""
+
 
 class LogFactory(Protocol):
     """How a LogManager opens (or creates) a partition's log: `Log.open` or `NullLog.open`."""

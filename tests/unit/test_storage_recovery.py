@@ -290,3 +290,31 @@ def test_crash_without_close_rebuilds_unwritten_indexes(tmp_path: Path, clock: F
     check_readable(again)
     assert again.offset_for_timestamp(1023) == (65, 1023)  # batch 21: offsets 63..65, ts 1021..1023
     again.close()
+
+
+def test_deleted_files_are_released_after_file_delete_delay_ms_without_a_retention_pass(
+        tmp_path: Path, clock: FakeClock) -> None:
+    """Segments removed by retention, and whole deleted logs, keep their fds for
+    file.delete.delay.ms (a sendfile may still use them), then `release_due` (the broker's
+    one-second timer) closes and unlinks them; before, only the next retention pass did,
+    log.retention.check.interval.ms (5 minutes) later."""
+    m = LogManager([tmp_path], CFG.replace(retention_ms=1000, file_delete_delay_ms=60_000), clock)
+    m.startup()
+    lg = m.get_or_create_log("t", 0)
+    for _ in range(25):
+        append(lg, make_batch(3, ts=clock.ms, value_size=40))
+    assert m.cleanup(clock.ms + 2000) == 3
+    deleted = sorted((tmp_path / "t-0").glob("*.deleted"))
+    assert deleted
+    m.release_due(clock.ms + 2000 + 59_000)
+    assert all(p.exists() for p in deleted)  # not yet
+    m.release_due(clock.ms + 2000 + 60_000)
+    assert not any(p.exists() for p in deleted)
+    other = m.get_or_create_log("u", 0)
+    append(other, BATCH)
+    fd = other.segments[0].fd
+    assert m.delete_log("u", 0)
+    m.release_due(clock.ms + 60_000)
+    with pytest.raises(OSError):
+        os.fstat(fd)
+    m.shutdown()
