@@ -318,6 +318,26 @@ def test_offset_for_timestamp(tmp_path: Path, clock: FakeClock) -> None:
 # ----------------------------------------------------------------------------- retention
 
 
+def test_a_record_from_2100_holds_time_retention_as_in_kafka(tmp_path: Path, clock: FakeClock) -> None:
+    """Without the timestamp bounds (message.timestamp.after.max.ms at Long.MAX), retention is
+    Kafka's: a segment goes when its largest timestamp is older than retention.ms, oldest
+    first, so one record stamped 2100 holds its segment and every later one. (With the
+    bounds, Kafka 4's default, the producer gets INVALID_TIMESTAMP instead:
+    test_storage_validator.py.) Segments still roll: by their creation time, not by their
+    records' timestamps, so a bad clock does not stop a segment from closing."""
+    cfg = SMALL.replace(segment_bytes=1 << 20, segment_ms=1000, retention_ms=10_000, file_delete_delay_ms=0)
+    lg = open_log(tmp_path, clock, cfg)
+    now = clock.ms
+    append(lg, make_batch(2, ts=4_102_444_800_000))  # the year 2100
+    for _ in range(3):
+        clock.advance(2000)  # past segment.ms: each append starts a segment, the 2100 one included
+        append(lg, make_batch(2, ts=clock.ms))
+    assert [s.base_offset for s in lg.segments] == [0, 2, 4, 6]
+    assert lg.delete_old_segments(now + 1_000_000) == 0  # all held by the first segment
+    assert lg.log_start_offset == 0
+    lg.close()
+
+
 def test_retention_by_time_rolls_expired_active_segment(tmp_path: Path, clock: FakeClock) -> None:
     cfg = SMALL.replace(segment_bytes=200, retention_ms=10_000, file_delete_delay_ms=0)
     lg = open_log(tmp_path, clock, cfg)
