@@ -61,6 +61,9 @@ def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_sta
     while i < len(segments):
         seg = segments[i]
         if i >= first_unflushed or seg.needs_recovery:
+            if seg.needs_recovery:
+                log.log(logging.INFO if seg.index_problem == "missing" else logging.WARNING,
+                        "Rebuilding the indexes of %s from its batches: %s", seg.log_path, seg.index_problem)
             rescanned += 1
             if recover_segment(seg) and i + 1 < len(segments):
                 for later in segments[i + 1 :]:
@@ -74,7 +77,8 @@ def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_sta
     active = segments[-1]
     try:
         log_end_offset = active.next_offset()
-    except CorruptIndex:
+    except CorruptIndex as e:
+        log.warning("Rebuilding the indexes of %s from its batches: %s", active.log_path, e)
         recover_segment(active)
         log_end_offset = active.next_offset()
     active.created_ms = _rolling_timestamp(active, now_ms)

@@ -92,6 +92,7 @@ class LogSegment:
         self._fd: int | None = None
         self.size = self.log_path.stat().st_size if existing else 0
         self.needs_recovery = False  # set when an index is missing or insane (the loader rebuilds it)
+        self.index_problem = ""  # ... and why
         self.offset_index, self.time_index = self._open_indexes(segment_index_bytes, existing)
         ts, ts_offset = self.time_index.last_entry()
         self.max_timestamp = ts  # largest batch max timestamp (-1: none)
@@ -133,6 +134,7 @@ class LogSegment:
         max_offsets = segment_index_bytes // OFFSET_ENTRY_SIZE
         max_times = segment_index_bytes // TIME_ENTRY_SIZE
         if existing:
+            why = "missing"
             try:
                 if index_path.exists() and time_path.exists():
                     oi = OffsetIndex(index_path, self.base_offset, max_offsets, exists=True)
@@ -140,9 +142,10 @@ class LogSegment:
                     oi.sanity_check(self.size)
                     ti.sanity_check()
                     return oi, ti
-            except CorruptIndex:
-                pass
+            except CorruptIndex as e:
+                why = str(e)
             self.needs_recovery = True
+            self.index_problem = why
         return (OffsetIndex(index_path, self.base_offset, max_offsets),
                 TimeIndex(time_path, self.base_offset, max_times))
 

@@ -123,3 +123,17 @@ def test_offsets_past_the_last_batch_of_a_segment_go_on_in_the_next(tmp_path: Pa
     assert assert_no_silent_skip(lg) == 0
     lg.close()
 
+
+
+def test_an_index_rebuilt_at_start_up_is_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    path = tmp_path / "t-0"
+    _, bases = write_log(path, clock)
+    index_file = path / f"{bases[0]:020d}.index"
+    with open(index_file, "ab") as f:
+        f.write(b"\x01\x02\x03")  # not a whole entry: the index fails its sanity check
+    lg = reopen(path, clock)
+    assert f"Rebuilding the indexes of {path / f'{bases[0]:020d}.log'}" in caplog.text
+    assert "not a multiple" in caplog.text
+    assert assert_no_silent_skip(lg) == 0
+    lg.close()
