@@ -6,6 +6,7 @@
 #                    (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, for the cluster tests),
 #                    chromium (the dashboard's browser test), nodejs + npm (only if `node` is
 #                    missing), python3-venv (only if a venv must be made with Debian's python)
+#   C:               gcc, libc6-dev (and python3-dev for Debian's python): the compiled record walker
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
@@ -96,12 +97,25 @@ else
     "$PY" -m venv .venv
 fi
 
+# The Produce validator's record walker is C (samsa/protocol/_recwalk.c), compiled by pip below:
+# a compiler, the C library's headers and Python's.
+apt_install gcc libc6-dev
+PYINC="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+if [ ! -f "$PYINC/Python.h" ]; then
+    apt_install python3-dev
+fi
+
 if [ "$TEST_DEPS" = 1 ]; then
     step "pip: installing samsa (editable) with the test and pipeline extras (PySpark is ~320 MB the first time)"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test,pipeline]'
 else
     step "pip: installing samsa (editable) with the pipeline extra (PySpark is ~320 MB the first time)"
     .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[pipeline]'
+fi
+if .venv/bin/python -c 'import samsa.protocol._recwalk' 2>/dev/null; then
+    step "native: the record walker is compiled"
+else
+    echo "install-deps: samsa/protocol/_recwalk.c did not compile; Produce validation will run in Python (slower)" >&2
 fi
 # Byte-compile now: start-up time matters and PYTHONDONTWRITEBYTECODE may be set.
 step "python: byte-compiling samsa"

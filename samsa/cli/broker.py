@@ -41,6 +41,12 @@ def run(argv: list[str]) -> int:
     inert = config.without_effect()
     if inert:
         log.warning("Accepted, has no effect in Samsa: %s", ", ".join(inert))
+    from samsa.protocol import record_walk
+
+    if not record_walk.NATIVE:
+        log.warning("The compiled record walker (samsa/protocol/_recwalk.c) is not built: Produce validation "
+                    "walks records in Python, about 200x slower per record. Install a C compiler and run "
+                    "scripts/install-deps.sh (or pip install -e .) again.")
 
     from samsa.metadata.store import StoreError
     from samsa.server.broker import run_broker

@@ -131,7 +131,10 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
         batch = validate_produce_records(records, partition.log.config, topics[topic].compression_type,
                                          now_ms=int(time.time() * 1000))
     except InvalidBatch as e:
-        return _error(index, e.code, str(e))
+        entry = _error(index, e.code, str(e))
+        if e.record_errors:
+            entry["record_errors"] = [{"batch_index": i, "batch_index_error_message": m} for i, m in e.record_errors]
+        return entry
     out = partition.append(batch.buf, batch.headers, batch.log_append_time)
     if out.error != ErrorCode.NONE:
         return _error(index, out.error, out.message)

@@ -120,6 +120,12 @@ def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int
     _LEADER_EPOCH.pack_into(buf, pos + 12, epoch)
 
 
+def set_max_timestamp(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
+    """Set the batch's maxTimestamp and re-seal its CRC."""
+    _MAX_TS.pack_into(buf, pos + 35, timestamp)
+    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, size))
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime with `timestamp` as its max timestamp and re-seal its CRC."""
     (attrs,) = _ATTRS.unpack_from(buf, pos + 21)
