@@ -84,10 +84,52 @@ static inline int read_varlong(const uint8_t *p, Py_ssize_t *pos, Py_ssize_t end
     return TOO_LONG;
 }
 
+/* Whether s[0:n] is UTF-8 as Python's strict decoder takes it: no overlong forms, no
+ * surrogates, nothing past U+10FFFF. */
+static int utf8_valid(const uint8_t *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int need;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            need = 1;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            need = 2;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            need = 3;
+            cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i - 1 < need)
+            return 0;
+        for (int k = 1; k <= need; k++) {
+            uint32_t b = s[i + k];
+            if ((b & 0xC0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (b & 0x3F);
+        }
+        if (need == 2 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF)))
+            return 0;
+        if (need == 3 && (cp < 0x10000 || cp > 0x10FFFF))
+            return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
 /* What stopped a walk: the first record that does not parse. */
 enum problem {
-    NONE = 0, SHORT, LENGTH_VARINT, LENGTH, TS_VARINT, OFFSET_VARINT, OFFSET, KEY_VARINT, KEY,
-    VALUE_VARINT, VALUE, COUNT_VARINT, COUNT, HKEY_VARINT, HKEY, HVALUE_VARINT, HVALUE, FIELDS, TRAILING,
+    NONE = 0, SHORT, LENGTH_VARINT, LENGTH, ATTRIBUTES, TS_VARINT, OFFSET_VARINT, OFFSET, KEY_VARINT, KEY,
+    VALUE_VARINT, VALUE, COUNT_VARINT, COUNT, HKEY_VARINT, HKEY, HKEY_UTF8, HVALUE_VARINT, HVALUE, FIELDS, TRAILING,
 };
 
 typedef struct {
@@ -128,7 +170,9 @@ static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t bas
         if (UNLIKELY(length <= 0 || length > end - pos))
             STOP(LENGTH, length, end - pos);
         const Py_ssize_t record_end = pos + length;
-        pos += 1; /* attributes: unused in v2 */
+        if (UNLIKELY(p[pos] != 0)) /* attributes: unused in v2, and 0 */
+            STOP(ATTRIBUTES, p[pos], 0);
+        pos += 1;
         if (UNLIKELY((rc = read_varlong(p, &pos, record_end, &ts_delta)) != OK)) {
             st->rc = rc;
             STOP(TS_VARINT, 0, 0);
@@ -149,6 +193,8 @@ static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t bas
             VARINT(hkey_len, record_end, HKEY_VARINT);
             if (UNLIKELY(hkey_len < 0 || hkey_len > record_end - pos))
                 STOP(HKEY, hkey_len, record_end - pos);
+            if (UNLIKELY(!utf8_valid(p + pos, hkey_len)))
+                STOP(HKEY_UTF8, hkey_len, 0);
             pos += hkey_len;
             VARINT(hvalue_len, record_end, HVALUE_VARINT);
             SKIP_BYTES(hvalue_len, HVALUE);
@@ -187,6 +233,7 @@ static PyObject *describe(const walk_state *st, Py_ssize_t count)
     case SHORT: return PyUnicode_FromFormat("the batch declares %zd records but holds %zd", count, i);
     case LENGTH_VARINT: return PyUnicode_FromFormat("record %zd: its length %s", i, vp);
     case LENGTH: return PyUnicode_FromFormat("record %zd: length %d with %zd bytes left in the batch", i, v, st->left);
+    case ATTRIBUTES: return PyUnicode_FromFormat("record %zd: attributes %d, where v2 records have 0", i, v);
     case TS_VARINT: return PyUnicode_FromFormat("record %zd: its timestamp delta %s", i, vp);
     case OFFSET_VARINT: return PyUnicode_FromFormat("record %zd: its offset delta %s", i, vp);
     case OFFSET:
@@ -203,6 +250,7 @@ static PyObject *describe(const walk_state *st, Py_ssize_t count)
     case HKEY:
         return PyUnicode_FromFormat("record %zd: header %d: key length %d with %zd bytes left in the record", i, h, v,
                                     st->left);
+    case HKEY_UTF8: return PyUnicode_FromFormat("record %zd: header %d: its key is not valid UTF-8", i, h);
     case HVALUE_VARINT: return PyUnicode_FromFormat("record %zd: header value %s", i, vp);
     case HVALUE:
         return PyUnicode_FromFormat("record %zd: header value length %d with %zd bytes left in the record", i, v,

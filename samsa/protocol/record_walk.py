@@ -9,11 +9,18 @@ DefaultRecord.readFrom); so does Samsa's validator, through `walk`:
 `count` records must parse (the layout is in `samsa.protocol.records`):
 
     - its length is positive and within the data, and its fields end exactly there;
+    - its attributes byte is 0 (the v2 format leaves it unused: every producer writes 0, Kafka's
+      broker does not look, and kafka-python's consumer reads it as a varint, so any other
+      value makes it misread the record and stall);
     - varints are at most 5 bytes, varlongs 10, as Java's ByteUtils reads them;
     - its offset delta is its index (0, 1, 2, ...: what a producer writes);
     - key and value lengths are -1 (null) or fit in the record;
     - the header count is not negative, each header key length not negative, and each header
       fits in the record;
+    - each header key is UTF-8 (strict: no overlong forms, no surrogates). A header key is a
+      String in Kafka's record format; Kafka's broker does not check it (Java decodes leniently)
+      but kafka-python's consumer cannot get past a record whose key is not UTF-8 and stalls
+      on it, so Samsa refuses such a record at the door;
 
 and no bytes may follow the last record. The first failure is `Walk.error` (Kafka answers
 INVALID_RECORD). Then, record by record: a timestamp (baseTimestamp + delta, with Java's long
@@ -80,6 +87,8 @@ def walk_py(data: _Buffer, count: int, base_timestamp: int, lo: int, hi: int, ne
             if length <= 0 or length > end - pos:
                 return Walk(f"record {index}: length {length} with {end - pos} bytes left in the batch", -1, None, None)
             record_end = pos + length
+            if data[pos] != 0:
+                return Walk(f"record {index}: attributes {data[pos]}, where v2 records have 0", -1, None, None)
             pos += 1
             what = "its timestamp delta"
             ts_delta, pos = _varint(data, pos, record_end, 70, 64)
@@ -110,6 +119,10 @@ def walk_py(data: _Buffer, count: int, base_timestamp: int, lo: int, hi: int, ne
                 if n < 0 or n > record_end - pos:
                     return Walk(f"record {index}: header {h}: key length {n} with {record_end - pos} bytes left "
                                 "in the record", -1, None, None)
+                try:
+                    bytes(data[pos : pos + n]).decode("utf-8")
+                except UnicodeDecodeError:
+                    return Walk(f"record {index}: header {h}: its key is not valid UTF-8", -1, None, None)
                 pos += n
                 what = "header value"
                 n, pos = _varint(data, pos, record_end, 35, 32)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from samsa.protocol.batch import HEADER_SIZE
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import encode_request
-from samsa.protocol.records import build_batch
+from samsa.protocol.records import build_batch, seal_batch
 from tests.brokerproc import BrokerProcess
 from tests.rawclient import RawClient
 
@@ -183,3 +184,29 @@ def test_timestamps_out_of_bounds_are_refused_and_nothing_is_appended(broker: Br
             assert resp.error_code == ErrorCode.INVALID_TIMESTAMP, ts
         assert latest_offset(c, topic_name) == 0
         assert produce(c, topic_name, batch()).error_code == 0  # now: fine
+
+
+def test_a_record_out_of_bounds_is_named_in_record_errors(broker: BrokerProcess, topic_name: str) -> None:
+    """ProduceResponse v8+ carries the index of each record at fault, as Kafka's does."""
+    now = int(time.time() * 1000)
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name)
+        records = [(b"k", b"v", [], ts) for ts in (now, now + 3 * 3_600_000, now, now + 5 * 3_600_000)]
+        resp = produce(c, topic_name, build_batch(records))
+        assert resp.error_code == ErrorCode.INVALID_TIMESTAMP
+        assert [e.batch_index for e in resp.record_errors] == [1, 3]
+        assert all("out of range" in (e.batch_index_error_message or "") for e in resp.record_errors)
+        assert latest_offset(c, topic_name) == 0
+
+
+def test_a_batch_claiming_more_records_than_it_holds_moves_nothing(broker: BrokerProcess, topic_name: str) -> None:
+    """The poison batch: 2^31-1 records claimed (lastOffsetDelta to match, CRC valid) in a few
+    dozen bytes. The log end offset would have jumped by two billion."""
+    one = build_batch([(b"k", b"v", [], int(time.time() * 1000))])
+    poison = seal_batch(one[HEADER_SIZE:], 2**31 - 1, int(time.time() * 1000), int(time.time() * 1000))
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name)
+        resp = produce(c, topic_name, poison)
+        assert resp.error_code == ErrorCode.INVALID_RECORD and "holds 1" in resp.error_message
+        assert latest_offset(c, topic_name) == 0
+        assert produce(c, topic_name, one).error_code == 0 and latest_offset(c, topic_name) == 1

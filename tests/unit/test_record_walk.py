@@ -57,6 +57,7 @@ MALFORMED = [
     ("more records declared than held", _record(*OK_RECORD), 2, "declares 2 records but holds 1"),
     ("length past the end", b"\x7e" + _record(*OK_RECORD)[1:], 1, "length 63"),
     ("zero length", b"\x00", 1, "length 0"),
+    ("attributes not 0", _record(b"\x80", 0, 0, 1, b"k", 1, b"v", 0), 1, "attributes 128"),
     ("offset delta not its index", _record(b"\x00", 0, 5, 1, b"k", 1, b"v", 0), 1, "offset delta 5, expected 0"),
     ("key length -2", _record(b"\x00", 0, 0, -2, 1, b"v", 0), 1, "key length -2"),
     ("key overruns the record", _record(b"\x00", 0, 0, 9, b"k", 1, b"v", 0), 1, "key length 9"),
@@ -132,3 +133,22 @@ def test_mutated_records_get_the_same_answer_from_both_walks(records: list, seed
     count = max(0, len(records) + count_change)
     base = min(r[3] for r in records)
     _both(bytes(data), count, base=base, lo=base + 5, hi=base + 2**39, need_key=bool(seed & 1))
+
+
+@pytest.mark.parametrize("name", [b"\xff", b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"ab\xe2\x82",
+                                  b"\xe2\x28\xa1"])
+def test_a_header_key_must_be_utf8(name: bytes) -> None:
+    # invalid byte, overlong NUL, a surrogate, past U+10FFFF, cut short, bad continuation
+    w = _both(_record(b"\x00", 0, 0, 1, b"k", 1, b"v", 1, len(name), name, -1), 1)
+    assert w.error is not None and "not valid UTF-8" in w.error
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=12))
+def test_utf8_checks_agree_with_pythons_strict_decoder(name: bytes) -> None:
+    w = _both(_record(b"\x00", 0, 0, 1, b"k", 1, b"v", 1, len(name), name, -1), 1)
+    try:
+        name.decode("utf-8")
+        assert w.error is None
+    except UnicodeDecodeError:
+        assert w.error is not None
