@@ -291,11 +291,25 @@ class Broker:
             logs.delete_log(name, index)
             log.info("Replica %s-%d moved off this broker; log deleted", name, index)
         if new:
+            topic_id = zkdata.encode_topic_id(topic.topic_id)
+            # A log left here by an earlier topic of the same name (deleted while this broker
+            # was down) is not this topic's: moved aside, and this topic's created empty.
+            earlier = []
+            for index in new:
+                stored = logs.topic_id_of((name, index))
+                if stored is not None and stored != topic_id:
+                    lg = logs.detach((name, index))
+                    if lg is not None:
+                        earlier.append((lg, f"it belongs to topic id {stored}, {name} is now {topic_id}"))
+
             # Creating logs touches the disk: a worker thread does it, for all of them in one
             # go (each log dir fsynced once); they are registered here, on the loop.
             def open_logs() -> list[Partition]:
+                for lg, why in earlier:
+                    logs.move_aside(lg, why)
                 out = []
                 for index, lg in zip(new, logs.create_logs([(name, index, cfg) for index in new])):
+                    logs.record_topic_id(lg, topic_id)
                     part = Partition(name, index, topic.topic_id, lg, self.node_id)
                     if lg.log_end_offset > 0:
                         part.load_producer_state()
@@ -414,8 +428,38 @@ class Broker:
         try:
             await asyncio.wait_for(self.cluster.events.drained(), timeout_s)
         except TimeoutError:
-            log.warning("The cluster view is still incomplete after %.0f s; serving what is known", timeout_s)
+            log.warning("The cluster view is still incomplete after %.0f s; serving what is known "
+                        "(stray logs are looked for at the next start)", timeout_s)
+        else:
+            await self._move_strays_aside()
         self.cluster.mark_loaded()
+
+    async def _move_strays_aside(self) -> None:
+        """Kafka's stray logs: with the whole metadata known, every log loaded from disk that
+        no partition of this broker took (its topic is gone, or the partition is no longer
+        assigned here) is moved aside, kept but never served."""
+        logs = self.logs
+        assert logs is not None
+        strays = []
+        for tp in list(logs.logs()):
+            if self.replicas.get(*tp) is not None:
+                continue
+            topic = self.topics.get(tp[0])
+            if topic is None:
+                why = f"topic {tp[0]} does not exist"
+            elif tp[1] not in topic.partitions:
+                why = f"topic {tp[0]} has no partition {tp[1]}"
+            else:
+                why = f"the partition's replicas are {topic.partitions[tp[1]]}, not this broker ({self.node_id})"
+            lg = logs.detach(tp)
+            if lg is not None:
+                strays.append((lg, why))
+        if strays:
+            def move() -> None:
+                for lg, why in strays:
+                    logs.move_aside(lg, why)
+
+            await self.loop.run_in_executor(None, move)
 
     async def auto_create_topic(self, name: str) -> Topic:
         return await self.admin.create_topic(

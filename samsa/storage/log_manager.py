@@ -9,6 +9,16 @@ On disk, per log dir (Kafka's names):
     <topic>-<partition>/                 one Log each (topic names may hold '-' and '.': the
                                          partition is what follows the last '-')
     <topic>-<partition>.<id>-delete/     a log being deleted (removed at startup if left over)
+    <topic>-<partition>.<id>-stray/      a log moved aside as stray (kept, never loaded)
+
+In each partition directory, `partition.metadata` ("version: 0" and "topic_id: <base64>", as
+Kafka writes it) names the topic the log belongs to. A topic deleted while this broker was down
+and created again under the same name has another id: its old log is not this topic's.
+
+Stray logs (Kafka's name): once the broker knows the cluster's metadata, a log whose topic no
+longer exists, whose topic has another id, or whose partition is not assigned to this broker is
+moved aside, renamed `<topic>-<partition>.<id>-stray`, and said so in the log with its path.
+As in Kafka it is not deleted: the operator may still want its data. Start-up skips them.
 
 Startup reads the checkpoints and the marker, loads every partition directory (rescanning
 unflushed segments only after an unclean stop) and removes the marker. Shutdown flushes and
@@ -33,6 +43,7 @@ import os
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -54,6 +65,8 @@ log = logging.getLogger("samsa.storage")
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
+STRAY_DIR_SUFFIX = "-stray"
+PARTITION_METADATA = "partition.metadata"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 
@@ -85,6 +98,7 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # logs in each log dir
         self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
+        self._topic_ids: dict[TopicPartition, str | None] = {}  # from partition.metadata
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -138,12 +152,16 @@ class LogManager:
         start_offsets = _read_offsets_or_empty(d / LOG_START_OFFSET_CHECKPOINT)
         opening: list[tuple[TopicPartition, Future[PartitionLog]]] = []
         seen: set[TopicPartition] = set()  # (a set: a scan per directory was O(n^2), 5 s at 10,000)
+        strays: list[str] = []
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
             if entry.name.endswith(DELETE_DIR_SUFFIX):
                 log.info("Removing log dir %s left over from a deletion", entry.path)
                 shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            if entry.name.endswith(STRAY_DIR_SUFFIX):
+                strays.append(entry.name)
                 continue
             tp = parse_topic_partition(entry.name)
             if tp is None:
@@ -158,8 +176,14 @@ class LogManager:
                                             recovery_point=recovery_points.get(tp, 0),
                                             log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
                                             clock=self._clock)))
+        if strays:
+            names = ", ".join(strays[:10]) + (" ..." if len(strays) > 10 else "")
+            log.warning("Not loading %d stray log(s) kept in %s (moved aside earlier; delete them once their data "
+                        "is not needed): %s", len(strays), d, names)
         for tp, fut in opening:
-            self._add(tp, fut.result())
+            lg = fut.result()
+            self._add(tp, lg)
+            self._topic_ids[tp] = read_topic_id(lg.dir)
         if not clean and self._logs:
             log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
         marker.unlink(missing_ok=True)
@@ -240,6 +264,42 @@ class LogManager:
         self._logs[tp] = lg
         parent = lg.dir.parent
         self._per_dir[parent] = self._per_dir.get(parent, 0) + 1
+
+    def topic_id_of(self, tp: TopicPartition) -> str | None:
+        """The topic id in the log's partition.metadata (None: no such file yet, or no log)."""
+        return self._topic_ids.get(tp)
+
+    def record_topic_id(self, lg: PartitionLog, topic_id: str) -> None:
+        """Write the log's partition.metadata if it does not hold `topic_id` yet (any thread)."""
+        tp = parse_topic_partition(lg.dir.name)
+        if tp is None or self._topic_ids.get(tp) == topic_id:
+            return
+        if self._log_factory == Log.open:  # (the null engine keeps no directory)
+            write_topic_id(lg.dir, topic_id)
+        self._topic_ids[tp] = topic_id
+
+    def detach(self, tp: TopicPartition) -> PartitionLog | None:
+        """Take the log out of the registry (on the owner thread), for `move_aside`."""
+        lg = self._logs.pop(tp, None)
+        if lg is not None:
+            self._per_dir[lg.dir.parent] -= 1
+            self._topic_ids.pop(tp, None)
+        return lg
+
+    @staticmethod
+    def move_aside(lg: PartitionLog, reason: str) -> Path:
+        """Close a detached log and rename its directory `<dir>.<id>-stray` (any thread):
+        kept, as Kafka keeps stray logs, and never loaded again. Returns the new path."""
+        lg.close()
+        stray = lg.dir.with_name(f"{lg.dir.name}.{uuid.uuid4().hex}{STRAY_DIR_SUFFIX}")
+        try:
+            os.rename(lg.dir, stray)
+            _fsync_dir(stray.parent)
+        except FileNotFoundError:
+            return lg.dir  # (the null engine, or already gone)
+        log.warning("Log %s is stray (%s): moved aside to %s, not deleted; delete it once its data is not needed",
+                    lg.dir, reason, stray)
+        return stray
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove the partition's directory now; its fds close at a cleanup() after file.delete.delay.ms."""
@@ -330,6 +390,34 @@ def _read_offsets_or_empty(path: Path) -> dict[TopicPartition, int]:
     except CorruptCheckpoint as e:
         log.warning("Ignoring %s (%s): recovering from offset 0", path, e)
         return {}
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id in `directory`/partition.metadata, None if there is none (or it is unreadable)."""
+    try:
+        text = (directory / PARTITION_METADATA).read_text(encoding="utf-8")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        log.warning("Cannot read %s: %s", directory / PARTITION_METADATA, e)
+        return None
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() == "topic_id":
+            return value.strip() or None
+    return None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    """Write `directory`/partition.metadata (through a fsynced temporary file and a rename)."""
+    path = directory / PARTITION_METADATA
+    tmp = path.with_name(PARTITION_METADATA + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(f"version: 0\ntopic_id: {topic_id}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(directory)
 
 
 def read_properties(path: Path) -> dict[str, str]:
