@@ -218,7 +218,7 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
                 parts.append(_part(fp.partition, e.code))
                 continue
             if follower and first:
-                partition.update_follower(replica_id, fp.fetch_offset, live)
+                partition.update_follower(replica_id, fp.fetch_offset, live, getattr(fp, "log_start_offset", -1))
             hw = partition.high_watermark
             log = partition.log
             entry = _part(fp.partition, ErrorCode.NONE, hw, log.log_start_offset)

@@ -178,7 +178,13 @@ class Broker:
             replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
             controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
             fetch_sessions=self.fetch_sessions, api_versions=supported_versions(HANDLER_MODULES),
-            endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic)
+            endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
+            persist_log_start_offsets=self.persist_log_start_offsets)
+
+    def persist_log_start_offsets(self) -> asyncio.Future[None]:
+        """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""
+        assert self.logs is not None
+        return self.loop.run_in_executor(None, write_checkpoints, self.logs.checkpoint_snapshot())
 
     def _config_value(self, key: str) -> Any:
         return self.config.get(key)

@@ -31,6 +31,7 @@ for topic names (`topics.py`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -89,6 +90,8 @@ class BrokerServices:
     endpoints: Callable[[str], list[Endpoint]]  # this broker's endpoint on a listener ([] if it has none)
     topic_ready: Callable[[str], bool]  # the topic exists and each of its partitions has a leader
     auto_create_topic: Callable[[str], Awaitable[Topic]]  # with the broker's defaults (Metadata's auto-creation)
+    # writes every log dir's checkpoints (log start offsets) as they are now, in a worker thread
+    persist_log_start_offsets: Callable[[], asyncio.Future[None]]
 
     @property
     def config(self) -> BrokerConfig:
@@ -188,6 +191,9 @@ class RequestContext:
 
     def topic_ready(self, name: str) -> bool:
         return self.services.topic_ready(name)
+
+    def persist_log_start_offsets(self) -> asyncio.Future[None]:
+        return self.services.persist_log_start_offsets()
 
     def auto_create_topic(self, name: str) -> Awaitable[Topic]:
         return self.services.auto_create_topic(name)

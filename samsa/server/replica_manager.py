@@ -51,6 +51,7 @@ class FollowerInfo:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said (-1: unknown)
 
 
 @dataclass
@@ -181,12 +182,17 @@ class Partition:
             if current_leader_epoch > self.leader_epoch:
                 raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
 
-    def update_follower(self, replica_id: int, fetch_offset: int, live: Callable[[int], bool]) -> None:
+    def update_follower(self, replica_id: int, fetch_offset: int, live: Callable[[int], bool],
+                        log_start_offset: int = -1) -> None:
         """A follower fetched from `fetch_offset`: it has everything below it (Kafka's
-        updateFollowerFetchState), so it may re-join the ISR and the HW may move."""
+        updateFollowerFetchState), so it may re-join the ISR and the HW may move; its log
+        starts at `log_start_offset` (what a DeleteRecords waits for)."""
         f = self.followers.get(replica_id)
         if f is None:
             return
+        if log_start_offset != f.log_start_offset:
+            f.log_start_offset = log_start_offset
+            self.wake()
         now = now_ms()
         leo = self.log.log_end_offset
         if fetch_offset >= leo:
@@ -202,6 +208,15 @@ class Partition:
             if can_join_isr(fetch_offset, self.hw, start):
                 self.propose_isr(self.isr + [replica_id])
         self.maybe_increment_hw()
+
+    def low_watermark(self, live: Callable[[int], bool]) -> int:
+        """Kafka's lowWatermarkIfLeader: the smallest log start offset of this leader and of
+        each follower whose broker is alive (-1 while one has not said yet)."""
+        low = self.log.log_start_offset
+        for r, f in self.followers.items():
+            if live(r) and f.log_start_offset < low:
+                low = f.log_start_offset
+        return low
 
     def out_of_sync(self, lag_ms: int) -> set[int]:
         if not self.is_leader:

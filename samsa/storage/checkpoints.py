@@ -22,6 +22,7 @@ Reads of a missing file give an empty result; a malformed file raises CorruptChe
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple, TypeVar
@@ -43,9 +44,37 @@ class EpochEntry(NamedTuple):
     start_offset: int
 
 
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+_written: dict[str, int] = {}  # the generation of the snapshot each path holds
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _locks_guard:
+        lock = _locks.get(str(path))
+        if lock is None:
+            lock = _locks[str(path)] = threading.Lock()
+        return lock
+
+
 def write_checkpoint_lines(path: Path, lines: Iterable[str], version: int = CHECKPOINT_VERSION, *,
-                           sync: bool = True) -> None:
-    """Atomically replace `path` with version, count and `lines` (durably, with `sync`)."""
+                           sync: bool = True, generation: int | None = None) -> bool:
+    """Atomically replace `path` with version, count and `lines` (durably, with `sync`).
+
+    Writers of one path take turns (they share its temporary file). With `generation`, the
+    number of the snapshot `lines` come from: skipped (False) when the file already holds a
+    later snapshot, so that a slow writer of an older snapshot never replaces a newer one."""
+    with _lock_for(path):
+        if generation is not None:
+            if _written.get(str(path), 0) > generation:
+                return False
+        _write_lines(path, lines, version, sync)
+        if generation is not None:
+            _written[str(path)] = generation
+        return True
+
+
+def _write_lines(path: Path, lines: Iterable[str], version: int, sync: bool) -> None:
     body = list(lines)
     text = f"{version}\n{len(body)}\n" + "".join(line + "\n" for line in body)
     tmp = path.with_name(path.name + ".tmp")
@@ -101,8 +130,9 @@ def _epoch_entry(fields: list[str]) -> EpochEntry:
     return EpochEntry(int(fields[0]), int(fields[1]))
 
 
-def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
-    write_checkpoint_lines(path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
+def write_offsets(path: Path, offsets: Mapping[TopicPartition, int], generation: int | None = None) -> bool:
+    return write_checkpoint_lines(path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())),
+                                  generation=generation)
 
 
 def read_offsets(path: Path) -> dict[TopicPartition, int]:

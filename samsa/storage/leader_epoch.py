@@ -159,7 +159,11 @@ class LeaderEpochCache:
         if kept == 0 or (kept == 1 and entries[0].start_offset == start_offset):
             return False
         self._entries = [EpochEntry(entries[kept - 1].epoch, start_offset), *entries[kept:]]
-        self._persist(defer=defer)
+        try:
+            self._persist(defer=defer)
+        except OSError:
+            self._entries = entries  # the file is as it was: so is the cache (a retry does it all again)
+            raise
         return True
 
     def flush(self) -> None:

@@ -341,8 +341,10 @@ class Log:
         if offset > self._leo or offset < 0:
             raise OffsetOutOfRange(f"{self.name}: cannot delete records before {offset} (log end {self._leo})")
         if offset > self._lso:
-            self._lso = offset
+            # The leader epoch checkpoint is written first: if that fails (OSError), nothing
+            # has changed, and a retry does it all again.
             self.leader_epochs.truncate_from_start(offset)
+            self._lso = offset
             self._delete_start_offset_breached(self._now_ms(), self._leo)
         return self._lso
 

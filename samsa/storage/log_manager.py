@@ -38,6 +38,7 @@ thread that owns the manager (the event loop).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -61,6 +62,9 @@ from samsa.storage.log import Log
 from samsa.storage.partition_log import Clock, LogFactory, PartitionLog
 
 log = logging.getLogger("samsa.storage")
+
+# (file, offsets, snapshot generation) of each checkpoint file of each log dir
+CheckpointSnapshot = list[tuple[Path, dict[TopicPartition, int], int]]
 
 META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
@@ -99,6 +103,7 @@ class LogManager:
         self._per_dir: dict[Path, int] = {d: 0 for d in self.log_dirs}  # logs in each log dir
         self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
         self._topic_ids: dict[TopicPartition, str | None] = {}  # from partition.metadata
+        self._snapshots = itertools.count(1)  # checkpoint snapshot generations
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -318,14 +323,16 @@ class LogManager:
         """Write recovery-point-offset-checkpoint and log-start-offset-checkpoint in every dir."""
         write_checkpoints(self.checkpoint_snapshot())
 
-    def checkpoint_snapshot(self) -> list[tuple[Path, dict[TopicPartition, int]]]:
+    def checkpoint_snapshot(self) -> CheckpointSnapshot:
         """What `checkpoint` writes, taken now (on the owner thread); `write_checkpoints`
-        writes it, anywhere (a worker thread, off the event loop)."""
-        out: list[tuple[Path, dict[TopicPartition, int]]] = []
+        writes it, anywhere (a worker thread, off the event loop). Snapshots are numbered: a
+        file is never replaced by an older snapshot than the one it holds."""
+        gen = next(self._snapshots)
+        out: CheckpointSnapshot = []
         for d in self.log_dirs:
             here = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == d}
-            out.append((d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()}))
-            out.append((d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()}))
+            out.append((d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()}, gen))
+            out.append((d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()}, gen))
         return out
 
     def cleanup(self, now_ms: int | None = None) -> int:
@@ -444,9 +451,9 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
     _fsync_dir(path.parent)
 
 
-def write_checkpoints(snapshot: list[tuple[Path, dict[TopicPartition, int]]]) -> None:
-    for path, offsets in snapshot:
-        write_offsets(path, offsets)
+def write_checkpoints(snapshot: CheckpointSnapshot) -> None:
+    for path, offsets, generation in snapshot:
+        write_offsets(path, offsets, generation)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -461,3 +461,37 @@ def test_replicas_are_spread_across_racks(cluster) -> None:  # type: ignore[no-u
     assert out.returncode == 0, out.stderr
     rows = partition_lines(out.stdout, t)
     assert {p: r["replicas"] for p, r in rows.items()} == assignment
+
+
+def test_delete_records_waits_for_every_live_follower(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Kafka's DelayedDeleteRecords: the answer's low watermark is the smallest log start
+    offset of the leader and its followers on live brokers, so a deletion is answered once
+    every replica has it; a follower that does not fetch holds the answer to its timeout."""
+    from samsa.protocol.errors import ErrorCode
+    from tests.rawclient import RawClient
+
+    c: Cluster = cluster(3)
+    topic = topic_name()
+    c.create_topic(topic, rf=3)
+    assert all(err is None for _, _, err in produce_sync(c.bootstrap, topic, values(100)))
+    leader = c.leader_of(topic)
+    assert leader is not None
+    follower = next(i for i in c.followers(topic) if i != c.controller())
+
+    def delete_records(offset: int, timeout_ms: int) -> tuple[int, int]:
+        with RawClient(c.broker(leader).bootstrap, timeout=timeout_ms / 1000 + 10) as rc:
+            resp = rc.request(21, 2, {"topics": [{"name": topic, "partitions": [{"partition_index": 0,
+                                                                                 "offset": offset}]}],
+                                      "timeout": timeout_ms})
+        part = resp.topics[0].partitions[0]
+        return int(part.error_code), int(part.low_watermark)
+
+    assert delete_records(30, 20_000) == (0, 30)  # every replica moved: answered
+    c.pause(follower)  # alive to the cluster (its ZooKeeper session holds) but not fetching
+    try:
+        started = time.monotonic()
+        assert delete_records(60, 1500) == (ErrorCode.REQUEST_TIMED_OUT, -1)
+        assert time.monotonic() - started >= 1.4
+    finally:
+        c.resume(follower)
+    assert delete_records(60, 20_000) == (0, 60)  # the same again: it has caught up

@@ -408,6 +408,35 @@ def test_delete_records_before_and_start_offset_retention(tmp_path: Path, clock:
     lg.close()
 
 
+def test_delete_records_that_cannot_write_its_checkpoint_changes_nothing(tmp_path: Path, clock: FakeClock,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The leader-epoch checkpoint is written before the log start offset moves: a disk-full
+    failure leaves the log as it was, and the retry really deletes."""
+    import samsa.storage.leader_epoch as leader_epoch
+
+    batch = make_batch(2)
+    lg = open_log(tmp_path, clock, SMALL.replace(segment_bytes=len(batch) * 2))
+    for epoch in (1, 2, 3):
+        lg.leader_epochs.assign(epoch, lg.log_end_offset)
+        append(lg, batch, leader_epoch=epoch)
+        append(lg, batch, leader_epoch=epoch)
+    before = (lg.log_start_offset, lg.leader_epochs.entries(), [s.base_offset for s in lg.segments])
+
+    def full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    real = leader_epoch.write_leader_epochs
+    monkeypatch.setattr(leader_epoch, "write_leader_epochs", full)
+    with pytest.raises(OSError):
+        lg.delete_records_before(6)
+    assert (lg.log_start_offset, lg.leader_epochs.entries(), [s.base_offset for s in lg.segments]) == before
+    monkeypatch.setattr(leader_epoch, "write_leader_epochs", real)
+    assert lg.delete_records_before(6) == 6
+    assert lg.log_start_offset == 6 and lg.leader_epochs.entries()[0] == (2, 6)
+    assert [s.base_offset for s in lg.segments] == [4, 8]
+    lg.close()
+
+
 # ----------------------------------------------------------------------------- truncation
 
 
