@@ -108,6 +108,8 @@ class Controller:
         self.epoch_version = -1  # /controller_epoch's version: the guard of every state write
         self.live: set[int] | None = None
         self.shutting_down: set[int] = set()
+        # Replicas whose log dir failed, per broker, until it registers again (a restart).
+        self.offline_replicas: dict[int, set[TP]] = {}
         self.assignments: dict[str, zkdata.TopicAssignment] = {}
         self.events = EventQueue("controller", log)
         self.closing = False
@@ -225,6 +227,7 @@ class Controller:
                 await self.store.watch_children(zkdata.TOPICS, queue(self._on_topics)),
                 await self.store.watch_children(zkdata.DELETE_TOPICS, queue(self._on_delete_topics)),
                 await self.store.watch_children(zkdata.CONTROLLED_SHUTDOWN, queue(self._on_controlled_shutdown)),
+                await self.store.watch_children(zkdata.LOG_DIR_EVENTS, queue(self._on_log_dir_events)),
             ]
         except StoreError as e:
             log.warning("Could not watch the cluster as controller (%s); resigning", e)
@@ -395,13 +398,18 @@ class Controller:
         waiting: dict[TP, str] = {}
         unclean: dict[TP, str] = {}
 
+        offline_replicas = self.offline_replicas
+
         def decide(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
             if st is None:  # a new partition: its live replicas are its ISR
                 isr = [r for r in replicas if r in live]
                 return zkdata.PartitionState(isr[0] if isr else -1, 0, isr or list(replicas))
-            if st.leader in live and st.leader not in self.shutting_down:
+            here = live
+            if offline_replicas:  # (a failed log dir somewhere: its replicas are not candidates)
+                here = live - {b for b, tps in offline_replicas.items() if (topic, p) in tps}
+            if st.leader in here and st.leader not in self.shutting_down:
                 return None
-            result = offline_election(replicas, st.isr, live, self.unclean_allowed(topic))
+            result = offline_election(replicas, st.isr, here, self.unclean_allowed(topic))
             if result.leader is None:
                 if st.leader == -1:
                     return None
@@ -451,6 +459,8 @@ class Controller:
             return  # the failover's election, once the topics are loaded, covers these brokers
         dead, born = change
         self._unseen -= born
+        for b in dead | born:
+            self.offline_replicas.pop(b, None)
         if dead:
             log.info("Brokers %s are gone", ",".join(map(str, sorted(dead))))
             await self._on_brokers_dead(dead)
@@ -604,6 +614,51 @@ class Controller:
                 pass
             except StoreError as e:
                 log.warning("Could not delete topic %s yet: %s", name, e)
+
+    async def _on_log_dir_events(self, names: list[str]) -> None:
+        """A broker's log dir failed (Kafka's LogDirEventNotification): its replicas of the
+        partitions it names are offline until it registers again (a restart), so leadership
+        moves to another in-sync replica and it leaves the ISRs; then the event is deleted."""
+        for name in sorted(names):
+            path = f"{zkdata.LOG_DIR_EVENTS}/{name}"
+            try:
+                node = await self.store.get(path)
+            except StoreError as e:
+                log.warning("Could not read %s: %s", path, e)
+                continue
+            if node is None:
+                continue
+            try:
+                doc = zkdata.loads(node[0])
+                broker = int(doc["broker"])
+                keys = {(str(t), int(p)) for t, p in doc.get("offline_partitions", [])}
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("Ignoring %s: %s", path, e)
+                await self._delete_quietly(path)
+                continue
+            self.offline_replicas.setdefault(broker, set()).update(keys)
+            await self._move_off_offline(broker, sorted(keys))
+            await self._delete_quietly(path)
+
+    async def _move_off_offline(self, broker: int, keys: list[TP]) -> None:
+        live = (self.live or set()) - {broker}
+
+        def move(topic: str, p: int, replicas: list[int], st: PS | None) -> PS | None:
+            if st is None:
+                return None
+            isr = [r for r in st.isr if r != broker]
+            if st.leader == broker:
+                result = offline_election(replicas, isr, live, self.unclean_allowed(topic))
+                if result.leader is None:  # no other in-sync replica: offline, as Kafka's OfflinePartition
+                    return zkdata.PartitionState(-1, st.leader_epoch + 1, st.isr)
+                return zkdata.PartitionState(result.leader, st.leader_epoch + 1, result.isr)
+            if broker in st.isr and st.leader >= 0 and isr:
+                return zkdata.PartitionState(st.leader, st.leader_epoch, isr)
+            return None
+
+        written = await self.update_states(keys, move)
+        log.warning("Broker %d reports %d partitions offline (a failed log dir): moved off it in %d partition states",
+                    broker, len(keys), len(written))
 
     async def _on_controlled_shutdown(self, ids: list[str]) -> None:
         asked = {int(i) for i in ids if i.isdigit()}

@@ -45,7 +45,8 @@ def handle(ctx: RequestContext, req: Any) -> Any:
             parts.append(entry)
             partition = ctx.replicas.get(t.name, p.partition_index)
             if partition is None:
-                entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                known = t.name in ctx.topics and p.partition_index in ctx.topics[t.name].partitions
+                entry["error_code"] = int(ctx.replicas.missing(t.name, p.partition_index, known))
                 continue
             if not partition.is_leader:
                 entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)

@@ -208,8 +208,7 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
                 errors = True
                 topics = ctx.topics
                 known = t.topic in topics and fp.partition in topics[t.topic].partitions
-                parts.append(_part(fp.partition, ErrorCode.NOT_LEADER_OR_FOLLOWER if known
-                                   else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                parts.append(_part(fp.partition, replicas.missing(t.topic, fp.partition, known)))
                 continue
             try:
                 partition.check_leader(getattr(fp, "current_leader_epoch", -1))
@@ -242,6 +241,7 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             except OSError as e:
                 errors = True
                 _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d: %s", t.topic, fp.partition, e)
+                partition.storage_error(e)
                 parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR, hw, log.log_start_offset))
                 continue
             if sl is not None and sl.size > 0:

@@ -36,7 +36,7 @@ def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: in
     partition = ctx.replicas.get(topic, index)
     if partition is None:
         known = topic in ctx.topics and index in ctx.topics[topic].partitions
-        code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = ctx.replicas.missing(topic, index, known)
         return {"partition_index": index, "error_code": int(code), "timestamp": -1, "offset": -1, "leader_epoch": -1}
     try:
         partition.check_leader(current_epoch)

@@ -130,6 +130,11 @@ def describe_topic(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
         replicas = topic.partitions[index]
         st = view.state(topic.name, index)
         leader = st.leader if st is not None and st.leader in live else -1
+        offline = [r for r in replicas if r not in live]
+        if (topic.name, index) in ctx.replicas.offline:  # its log dir failed here
+            offline.append(node_id)
+            if leader == node_id:
+                leader = -1
         if leader == node_id:
             part = ctx.replicas.get(topic.name, index)
             if part is not None and not part.is_leader:
@@ -141,7 +146,7 @@ def describe_topic(ctx: RequestContext, topic: Topic) -> dict[str, Any]:
             "leader_epoch": st.leader_epoch if st is not None else -1,
             "replica_nodes": replicas,
             "isr_nodes": list(st.isr) if st is not None else [],
-            "offline_replicas": [r for r in replicas if r not in live],
+            "offline_replicas": offline,
         })
     return {
         "error_code": 0,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.protocol.errors import KafkaError
 from samsa.server.context import RequestContext
 
 API_KEY = 23
@@ -33,7 +33,7 @@ def _one(ctx: RequestContext, topic: str, index: int, current_epoch: int, epoch:
     partition = ctx.replicas.get(topic, index)
     if partition is None:
         known = topic in ctx.topics and index in ctx.topics[topic].partitions
-        code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        code = ctx.replicas.missing(topic, index, known)
         return {"error_code": int(code), "partition": index, "leader_epoch": -1, "end_offset": -1}
     try:
         partition.check_leader(current_epoch)

@@ -117,10 +117,12 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
     partition = ctx.replicas.get(topic, index)
     topics = ctx.topics
     if partition is None:
-        if topic in topics and index in topics[topic].partitions:
-            return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                          f"broker {ctx.node_id} does not host {topic}-{index}")
-        return _error(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        code = ctx.replicas.missing(topic, index, topic in topics and index in topics[topic].partitions)
+        if code == ErrorCode.KAFKA_STORAGE_ERROR:
+            return _error(index, code, f"the log dir of {topic}-{index} on broker {ctx.node_id} failed")
+        if code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+            return _error(index, code, f"broker {ctx.node_id} does not host {topic}-{index}")
+        return _error(index, code)
     if not partition.is_leader:
         return _error(index, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {ctx.node_id} does not lead {topic}-{index}")
     min_isr = topics[topic].min_insync_replicas

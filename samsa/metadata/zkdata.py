@@ -27,6 +27,7 @@ TOPICS = "/brokers/topics"
 TOPIC_CONFIGS = "/config/topics"
 BROKER_CONFIGS = "/config/brokers"
 DELETE_TOPICS = "/admin/delete_topics"
+LOG_DIR_EVENTS = "/log_dir_event_notification"  # Kafka's: a broker's log dir failed (children, persistent)
 CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"  # Samsa's: <id> children ask the controller to move leaders
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
@@ -51,6 +52,12 @@ def topic_config_path(topic: str) -> str:
 
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
+
+
+def log_dir_event_path(broker_id: int, unique: str) -> str:
+    """Kafka names these log_dir_event_<sequence>; Samsa's store has no sequential nodes, so the
+    broker and a unique suffix make the name."""
+    return f"{LOG_DIR_EVENTS}/log_dir_event_{broker_id}_{unique}"
 
 
 def controlled_shutdown_path(broker_id: int) -> str:

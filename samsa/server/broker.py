@@ -57,6 +57,7 @@ from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
+from samsa.storage.errors import is_log_dir_failure
 from samsa.storage.log_manager import LogManager, write_checkpoints
 
 log = logging.getLogger("samsa.broker")
@@ -90,6 +91,7 @@ class Broker:
         self.inter_broker_listener = config.get("inter.broker.listener.name") or (
             config.listeners()[0].name if config.listeners() else "PLAINTEXT")
         self.zk_mode = bool(config.get("zookeeper.connect"))
+        self.exit_code = 0
         self._saved_hw: dict[tuple[str, int], int] = {}
         self.listeners: list[Listener] = []
         self.quotas: ConnectionQuotas | None = None
@@ -156,6 +158,8 @@ class Broker:
         self.logs = LogManager(self.log_dirs, self.default_log_config(),
                                recovery_threads=int(self.config.get("num.recovery.threads.per.data.dir")))
         logs = self.logs
+        logs.on_error = self.on_storage_error
+        self.replicas.on_storage_error = self.on_storage_error
 
         def load() -> dict[tuple[str, int], int]:
             logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)
@@ -286,7 +290,7 @@ class Broker:
             if self.node_id not in replicas:
                 if part is not None:  # moved away by a reassignment
                     gone.append(index)
-            elif part is None:
+            elif part is None and (name, index) not in self.replicas.offline:  # (its dir failed: not until a restart)
                 new.append(index)
         for index in gone:
             part = self.replicas.remove(name, index)
@@ -364,6 +368,65 @@ class Broker:
             self.fetchers.unfollow(p)
             self.logs.delete_log(name, p.index)
         log.info("Topic %s deleted; its logs here are gone", name)
+
+    # -- log dir failure (Kafka's LogDirFailureChannel and handleLogDirFailure) ------------------
+
+    def on_storage_error(self, d: Path, e: OSError) -> None:
+        """An OSError met in log dir `d`. A full disk is answered per request and retried; an
+        I/O error, a read-only or vanished file system takes the whole dir offline."""
+        if is_log_dir_failure(e) and self.logs is not None and d not in self.logs.offline_dirs:
+            self.loop.call_soon(self._fail_log_dir, d, e)  # (not in the middle of an append)
+
+    def _fail_log_dir(self, d: Path, e: OSError) -> None:
+        logs = self.logs
+        assert logs is not None
+        if d in logs.offline_dirs:  # (reported twice before the first report ran)
+            return
+        why = f"{e.strerror or e} (errno {e.errno})"
+        gone = logs.fail_dir(d, why)
+        for tp, _ in gone:
+            part = self.replicas.remove(*tp)
+            self.replicas.offline[tp] = d
+            if part is not None:
+                self.fetchers.unfollow(part)
+                if tp[0] == OFFSETS_TOPIC:
+                    self.groups.on_role(part)
+        names = [f"{t}-{p}" for t, p in sorted(self.replicas.offline)]
+        log.error("Log dir %s failed: %s. It is offline until this broker restarts; its %d partitions here answer "
+                  "KAFKA_STORAGE_ERROR: %s%s", d, why, len(gone), ", ".join(names[:10]),
+                  " ..." if len(names) > 10 else "")
+        if not self.zk_mode and d == self.log_dirs[0]:
+            log.error("Log dir %s also holds this broker's metadata store (%s): topics and configs cannot be "
+                      "created, changed or deleted until the disk is repaired and the broker restarted", d,
+                      METADATA_FILE)
+        if logs.online_dirs:
+            if self.zk_mode:
+                self.loop.create_task(self._report_offline_replicas([tp for tp, _ in gone]),
+                                      name="log-dir-event")
+            return
+        if self.zk_mode:
+            log.critical("Every log dir of broker %d is offline (%s): shutting down, as Kafka does, so that the "
+                         "other brokers lead its partitions. Repair or replace the disk, then start it again.",
+                         self.node_id, ", ".join(map(str, self.log_dirs)))
+            self.exit_code = 1
+            self.stop()
+        else:
+            log.critical("The log dir of this broker (%s) is offline: every partition answers KAFKA_STORAGE_ERROR "
+                         "until the disk is repaired or replaced and the broker restarted. Other requests are "
+                         "still served.", ", ".join(map(str, self.log_dirs)))
+
+    async def _report_offline_replicas(self, tps: list[tuple[str, int]]) -> None:
+        """Tell the controller (Kafka's /log_dir_event_notification, with the partitions) so
+        that it moves leadership and ISR membership of these partitions off this broker."""
+        assert self.store is not None
+        data = zkdata.dumps({"version": 1, "broker": self.node_id, "event": 1,
+                             "offline_partitions": [[t, p] for t, p in tps]})
+        path = zkdata.log_dir_event_path(self.node_id, uuid.uuid4().hex[:12])
+        try:
+            await self.store.create(path, data)
+        except StoreError as e:
+            log.error("Could not tell the controller about the offline partitions (%s); they fail over when "
+                      "this broker stops", e)
 
     def on_partition_state(self, topic: str, index: int, state: zkdata.PartitionState) -> None:
         self.controller.on_partition_state(topic, index, state)
@@ -576,8 +639,9 @@ class Broker:
         log.info("Samsa broker %d shutting down", self.node_id)
         await self.controlled_shutdown()
         await self.shutdown()
-        log.info("Samsa broker %d stopped cleanly", self.node_id)
-        return 0
+        log.info("Samsa broker %d stopped %s", self.node_id, "cleanly" if not self.exit_code else
+                 "(its log dirs failed)")
+        return self.exit_code
 
     def stop(self) -> None:
         if self._stopping is not None:

@@ -156,8 +156,11 @@ class GroupManager:
             timer = self.timers.pop(index, None)
             if timer is not None:
                 timer.cancel()
+            held = len(shard.groups)
             self._unload(shard)
-            log.info("No longer coordinating groups of %s-%d", OFFSETS_TOPIC, index)
+            # (one line per partition that held groups: a broker losing all 50 says little else)
+            log.log(logging.INFO if held else logging.DEBUG, "No longer coordinating groups of %s-%d (%d groups)",
+                    OFFSETS_TOPIC, index, held)
 
     def _unload(self, shard: GroupCoordinatorShard) -> None:
         """Answer the requests parked in the shard (NOT_COORDINATOR) and drop its state. The

@@ -406,6 +406,10 @@ class LeaderFetcher:
         except StorageError as e:
             log.warning("%s: follower append failed (%s); truncating again", p, e)
             f.truncating = True
+        except OSError as e:  # the disk refused: fetched again after a pause (or the dir failed)
+            log.warning("%s: cannot append what broker %d sent: %s", p, self.leader_id, e)
+            f.paused_until = time.monotonic() + PAUSE_S
+            p.storage_error(e)
 
 
 class ReplicaFetcherManager:

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from samsa.controller.decisions import FollowerState, can_join_isr, new_high_watermark, out_of_sync_replicas
 from samsa.metadata.zkdata import PartitionState
@@ -89,6 +90,8 @@ class Partition:
         self.pending_isr_epoch = -1
         self.producers = ProducerStateManager()
         self.purgatory = purgatory  # where operations waiting on this partition are
+        # Told of an OSError met in this partition's log (the broker's log-dir failure handling).
+        self.on_storage_error: Callable[[Path, OSError], None] | None = None
         # While an append wakes the waiting operations: (first offset, next offset, the bytes
         # just written), so a fetch waiting at exactly that offset can answer from memory
         # (fetch.py). None otherwise: the bytes are not kept past the append.
@@ -282,6 +285,7 @@ class Partition:
         except OSError as e:  # the disk refused (full, read-only, failing): nothing was appended
             _storage_log.warning(f"append {self.log.dir.parent}", "Cannot append to %s: %s; answering "
                                  "KAFKA_STORAGE_ERROR (nothing was written)", self.log.dir, e)
+            self.storage_error(e)
             return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to the log: {e.strerror or e}")
         offset = result.first_offset
         for _, h in headers:
@@ -295,6 +299,11 @@ class Partition:
         finally:
             self.just_appended = None
         return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
+
+    def storage_error(self, e: OSError) -> None:
+        """An OSError met in this partition's log: the broker decides whether its dir failed."""
+        if self.on_storage_error is not None:
+            self.on_storage_error(self.log.dir.parent, e)
 
     def append_replicated(self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
         """Follower append: the leader's batches as they are; producer state follows them so
@@ -328,6 +337,9 @@ class ReplicaManager:
     def __init__(self, purgatory: Purgatory | None = None) -> None:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.purgatory = purgatory  # given to every partition added
+        # Partitions whose log dir failed (until a restart) -> the dir: answered KAFKA_STORAGE_ERROR.
+        self.offline: dict[tuple[str, int], Path] = {}
+        self.on_storage_error: Callable[[Path, OSError], None] | None = None  # given to every partition added
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -338,9 +350,19 @@ class ReplicaManager:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         return p
 
+    def missing(self, topic: str, index: int, known: bool) -> ErrorCode:
+        """The error for a partition this broker does not serve: KAFKA_STORAGE_ERROR if its log
+        dir failed here, else NOT_LEADER_OR_FOLLOWER if the cluster `known`s it, else
+        UNKNOWN_TOPIC_OR_PARTITION."""
+        if (topic, index) in self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
     def add(self, p: Partition) -> None:
         if p.purgatory is None:
             p.purgatory = self.purgatory
+        if p.on_storage_error is None:
+            p.on_storage_error = self.on_storage_error
         self.partitions[(p.topic, p.index)] = p
 
     def remove(self, topic: str, index: int) -> Partition | None:

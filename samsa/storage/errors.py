@@ -6,6 +6,21 @@ the exception escapes a storage call made on behalf of a client (None: not a cli
 
 from __future__ import annotations
 
+import errno
+
+# OSErrors that say nothing about the disk's health: it is full (space may come back: answered
+# KAFKA_STORAGE_ERROR per request and retried), or the process ran out of something else.
+_TRANSIENT = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN,
+                        errno.EINTR})
+
+
+def is_log_dir_failure(e: BaseException) -> bool:
+    """Whether `e`, met in a log dir, means the dir itself failed (Kafka's LogDirFailureChannel):
+    an I/O error, a read-only or vanished file system, and the like. A full disk does not: Kafka
+    takes the dir offline then too (until a restart), Samsa answers KAFKA_STORAGE_ERROR until
+    space is back and goes on without one."""
+    return isinstance(e, OSError) and e.errno is not None and e.errno not in _TRANSIENT
+
 
 class StorageError(Exception):
     """Base class of everything samsa.storage raises on purpose."""

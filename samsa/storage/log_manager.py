@@ -45,7 +45,7 @@ import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -104,6 +104,10 @@ class LogManager:
         self._deleted: list[tuple[int, PartitionLog]] = []  # (close fds after, log) of deleted logs
         self._topic_ids: dict[TopicPartition, str | None] = {}  # from partition.metadata
         self._snapshots = itertools.count(1)  # checkpoint snapshot generations
+        self.offline_dirs: dict[Path, str] = {}  # failed log dirs -> why (until a restart)
+        # Told of each OSError met in a log dir by the periodic work here (flush, retention,
+        # deleted files); the broker decides whether the dir failed (`is_log_dir_failure`).
+        self.on_error: Callable[[Path, OSError], None] | None = None
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -228,7 +232,11 @@ class LogManager:
             if existing is not None:
                 out.append(existing)
                 continue
-            parent = min(self.log_dirs, key=counts.__getitem__)
+            online = [d for d in self.log_dirs if d in counts]
+            if not online:
+                raise StorageError(f"every log dir is offline ({', '.join(map(str, self.log_dirs))}): "
+                                   f"cannot create {topic}-{partition}")
+            parent = min(online, key=counts.__getitem__)
             directory = parent / f"{topic}-{partition}"
             cfg = config or self.default_config
             new: PartitionLog
@@ -329,7 +337,7 @@ class LogManager:
         file is never replaced by an older snapshot than the one it holds."""
         gen = next(self._snapshots)
         out: CheckpointSnapshot = []
-        for d in self.log_dirs:
+        for d in self.online_dirs:
             here = {tp: lg for tp, lg in self._logs.items() if lg.dir.parent == d}
             out.append((d / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in here.items()}, gen))
             out.append((d / LOG_START_OFFSET_CHECKPOINT, {tp: lg.log_start_offset for tp, lg in here.items()}, gen))
@@ -339,16 +347,20 @@ class LogManager:
         """Retention over every log; segments deleted."""
         now = self._now_ms() if now_ms is None else now_ms
         self._release_deleted(now)
-        return sum(lg.delete_old_segments(now) for lg in list(self._logs.values()))
+        return sum(self._each_log(lambda lg: lg.delete_old_segments(now)))
 
     def release_due(self, now_ms: int | None = None) -> None:
         """Close and unlink what was deleted (segments, whole logs) once its file.delete.delay.ms
         is over: on a timer of its own, not at the next retention pass (minutes later)."""
         now = self._now_ms() if now_ms is None else now_ms
         self._release_deleted(now)
-        for lg in self._logs.values():
+
+        def finish(lg: PartitionLog) -> int:
             if lg.has_pending_deletes:
                 lg.finish_pending_deletes(now)
+            return 0
+
+        self._each_log(finish)
 
     def _release_deleted(self, now_ms: int | None) -> None:
         keep = []
@@ -362,7 +374,42 @@ class LogManager:
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush logs whose flush.ms elapsed (and rolled segments not yet flushed); logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
-        return sum(lg.maybe_flush(now) for lg in list(self._logs.values()))
+        return sum(self._each_log(lambda lg: lg.maybe_flush(now)))
+
+    def _each_log(self, fn: Callable[[PartitionLog], int]) -> list[int]:
+        """`fn` over every log; an OSError of one goes to `on_error` (or up, without one) and
+        the others still run."""
+        out = []
+        for lg in list(self._logs.values()):
+            try:
+                out.append(fn(lg))
+            except OSError as e:
+                if self.on_error is None:
+                    raise
+                self.on_error(lg.dir.parent, e)
+        return out
+
+    def fail_dir(self, d: Path, why: str) -> list[tuple[TopicPartition, PartitionLog]]:
+        """Take log dir `d` offline (Kafka's handleLogDirFailure): its logs leave the registry and
+        are closed (quietly: the disk may refuse), nothing new is created there, and no
+        checkpoint is written there, until a restart. Returns the logs it held."""
+        if d in self.offline_dirs:
+            return []
+        self.offline_dirs[d] = why
+        gone = [(tp, lg) for tp, lg in self._logs.items() if lg.dir.parent == d]
+        for tp, lg in gone:
+            del self._logs[tp]
+            self._topic_ids.pop(tp, None)
+            try:
+                lg.close()
+            except OSError:
+                pass
+        self._per_dir.pop(d, None)
+        return gone
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints, then the clean-shutdown marker per dir."""
@@ -372,16 +419,20 @@ class LogManager:
             try:
                 lg.flush()
                 lg.close()
-            except OSError:
-                log.exception("Failed to flush/close %s-%d", *tp)
+            except OSError as e:
+                log.warning("Could not flush and close %s: %s (its log dir is not marked cleanly shut down)", lg.dir, e)
                 return lg.dir.parent
             return None
 
         with ThreadPoolExecutor(self.recovery_threads * len(self.log_dirs),
                                 thread_name_prefix="samsa-log-shutdown") as pool:
             failed = {d for d in pool.map(lambda item: close(*item), list(self._logs.items())) if d is not None}
-        self.checkpoint()
-        for d in self.log_dirs:
+        try:
+            self.checkpoint()
+        except OSError as e:
+            log.warning("Could not write the checkpoints at shutdown (the next start recovers the logs): %s", e)
+            failed.update(self.log_dirs)
+        for d in self.online_dirs:
             if d not in failed:
                 (d / CLEAN_SHUTDOWN_FILE).write_bytes(b"")
                 _fsync_dir(d)
