@@ -4,7 +4,8 @@
 #
 #   Debian packages: openjdk-17-jre-headless (Spark, and ZooKeeper), and for the tests: kcat
 #                    (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, for the cluster tests),
-#                    chromium (the dashboard's browser test), nodejs + npm (only if `node` is
+#                    chromium (the dashboard's browser test), e2fsprogs + mount (mkfs.ext4 and
+#                    losetup: the failing-disk tests), nodejs + npm (only if `node` is
 #                    missing), python3-venv (only if a venv must be made with Debian's python)
 #   C:               gcc, libc6-dev (and python3-dev for Debian's python): the compiled record walker
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
@@ -62,6 +63,8 @@ TEST_DEPS=1
 if [ "$TEST_DEPS" = 1 ]; then
     # Java 17: ZooKeeper and the local Spark; Chromium renders the dashboard in its test
     apt_install kcat zookeeper openjdk-17-jre-headless chromium fonts-dejavu-core
+    # the failing-disk tests: an ext4 file system on a loop device (tests/failing_disk.py)
+    apt_install e2fsprogs mount
     if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
         step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
     else
