@@ -144,7 +144,8 @@ typedef struct {
 } walk_state;
 
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define STOP(what, v, l) do { st->problem = (what); st->value = (v); st->left = (l); return; } while (0)
+#define STOP(what, v, l) \
+    do { st->problem = (what); st->value = (v); st->left = (l); st->index = index; return; } while (0)
 #define VARINT(dst, lim, what) \
     do { if (UNLIKELY((rc = read_varint(p, &pos, (lim), &(dst))) != OK)) { st->rc = rc; STOP(what, 0, 0); } } while (0)
 /* A length (key, value, header value): -1 is null, else its bytes must fit in the record. */
@@ -153,8 +154,8 @@ typedef struct {
          if ((var) > 0) pos += (var); } while (0)
 
 /* The loop itself: no Python, no allocation. */
-static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t base_ts, int64_t lo, int64_t hi,
-                 int need_key, walk_state *st)
+static void scan(const uint8_t *__restrict p, Py_ssize_t end, Py_ssize_t count, int64_t base_ts, int64_t lo,
+                 int64_t hi, int need_key, walk_state *__restrict st)
 {
     Py_ssize_t pos = 0, index;
     int64_t max_ts = -1;
@@ -163,7 +164,6 @@ static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t bas
     for (index = 0; index < count; index++) {
         int32_t length, offset_delta, key_len, value_len, header_count, hkey_len, hvalue_len;
         int64_t ts_delta;
-        st->index = index;
         if (UNLIKELY(pos >= end))
             STOP(SHORT, index, 0);
         VARINT(length, end, LENGTH_VARINT);
@@ -189,7 +189,7 @@ static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t bas
         if (UNLIKELY(header_count < 0 || header_count > record_end - pos))
             STOP(COUNT, header_count, record_end - pos);
         for (int32_t h = 0; h < header_count; h++) {
-            st->header = h;
+            st->header = h; /* (records with headers only) */
             VARINT(hkey_len, record_end, HKEY_VARINT);
             if (UNLIKELY(hkey_len < 0 || hkey_len > record_end - pos))
                 STOP(HKEY, hkey_len, record_end - pos);
@@ -211,7 +211,6 @@ static void scan(const uint8_t *p, Py_ssize_t end, Py_ssize_t count, int64_t bas
             bad_ts += ts < lo || ts > hi;
         }
     }
-    st->index = count;
     if (UNLIKELY(pos != end))
         STOP(TRAILING, 0, end - pos);
     st->max_ts = max_ts;

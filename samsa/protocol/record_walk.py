@@ -157,6 +157,4 @@ except ImportError:  # not built: no C compiler when samsa was installed
         return walk_py(data, count, base_timestamp, lo, hi, need_key)
 else:
     NATIVE = True
-
-    def walk(data: _Buffer, count: int, base_timestamp: int, lo: int, hi: int, need_key: bool) -> Walk:
-        return Walk._make(_walk_native(data, count, base_timestamp, lo, hi, need_key))
+    walk = _walk_native  # type: ignore[assignment]  # (returns the same four fields, as a plain tuple)

@@ -143,43 +143,68 @@ def timestamp_bounds(config: LogConfig, now_ms: int | None) -> tuple[int, int]:
     message.timestamp.before.max.ms / .after.max.ms, each capped by the older
     message.timestamp.difference.max.ms. A bound at Long.MAX is no bound (Kafka's arithmetic
     would wrap), and neither applies to a LogAppendTime topic (the broker's stamp replaces them)."""
-    if now_ms is None or config.message_timestamp_type != "CreateTime":
+    limits = _limits(config)
+    if now_ms is None:
         return LONG_MIN, LONG_MAX
-    diff = config.message_timestamp_difference_max_ms
-    before = min(config.message_timestamp_before_max_ms, diff)
-    after = min(config.message_timestamp_after_max_ms, diff)
-    lo = max(LONG_MIN, now_ms - before) if before < LONG_MAX else LONG_MIN
-    hi = min(LONG_MAX, now_ms + after) if after < LONG_MAX else LONG_MAX
+    before, after = limits[1], limits[2]
+    lo = LONG_MIN if before is None else max(LONG_MIN, now_ms - before)
+    hi = LONG_MAX if after is None else min(LONG_MAX, now_ms + after)
     return lo, hi
+
+
+# What check_records needs of a LogConfig, worked out once per config (this runs per batch):
+# id(config) -> (config, before or None, after or None, need_key). The config is kept in the
+# entry, so its id cannot be reused while the entry lives.
+_LIMITS: dict[int, tuple[LogConfig, int | None, int | None, bool]] = {}
+
+
+def _limits(config: LogConfig) -> tuple[LogConfig, int | None, int | None, bool]:
+    entry = _LIMITS.get(id(config))
+    if entry is not None and entry[0] is config:
+        return entry
+    before: int | None = None
+    after: int | None = None
+    if config.message_timestamp_type == "CreateTime":
+        diff = config.message_timestamp_difference_max_ms
+        b = min(config.message_timestamp_before_max_ms, diff)
+        a = min(config.message_timestamp_after_max_ms, diff)
+        before = b if b < LONG_MAX else None
+        after = a if a < LONG_MAX else None
+    if len(_LIMITS) >= 4096:  # topics' configs come and go: start over now and then
+        _LIMITS.clear()
+    entry = _LIMITS[id(config)] = (config, before, after, config.compact_enabled)
+    return entry
 
 
 def check_records(batch: _Records, h: BatchHeader, config: LogConfig, now_ms: int | None) -> int:
     """Decompress (bounded) and walk the records of the producer batch `batch` (header `h`);
     raise InvalidBatch for the first that does not parse, or listing those out of the timestamp
     bounds or (compacted topic) without a key. Returns the records' largest timestamp."""
-    body = memoryview(batch)[HEADER_SIZE : h.size]
     codec = h.compression
-    try:
-        data = body if codec == NONE else decompress(codec, body, DEFAULT_MAX_SIZE)
-    except InvalidRecords as e:
-        raise InvalidBatch(ErrorCode(e.error_code), f"{CODEC_NAMES.get(codec, codec)} batch: {e}") from None
+    if codec == NONE:
+        data: _Records = memoryview(batch)[HEADER_SIZE : h.size]
+    else:
+        try:
+            data = decompress(codec, memoryview(batch)[HEADER_SIZE : h.size], DEFAULT_MAX_SIZE)
+        except InvalidRecords as e:
+            raise InvalidBatch(ErrorCode(e.error_code), f"{CODEC_NAMES.get(codec, codec)} batch: {e}") from None
     lo, hi = timestamp_bounds(config, now_ms)
-    walked = walk(data, h.record_count, h.base_timestamp, lo, hi, config.compact_enabled)
-    if walked.error is not None:
-        raise InvalidBatch(ErrorCode.INVALID_RECORD, walked.error)
-    if walked.bad_timestamps:
+    error, max_ts, bad_timestamps, keyless = walk(data, h.record_count, h.base_timestamp, lo, hi, _limits(config)[3])
+    if error is not None:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, error)
+    if bad_timestamps:
         errors = [(i, f"Timestamp of record {i} is out of range. The timestamp should be within [{lo}, {hi}]")
-                  for i in walked.bad_timestamps]
+                  for i in bad_timestamps]
         raise InvalidBatch(ErrorCode.INVALID_TIMESTAMP,
                            f"One or more records have been rejected due to invalid timestamp "
                            f"({len(errors)} of {h.record_count}; the first is record {errors[0][0]})", errors)
-    if walked.keyless:
-        errors = [(i, "Compacted topic cannot accept message without key") for i in walked.keyless]
+    if keyless:
+        errors = [(i, "Compacted topic cannot accept message without key") for i in keyless]
         raise InvalidBatch(ErrorCode.INVALID_RECORD,
                            f"One or more records have been rejected due to {len(errors)} record errors: a "
                            f"compacted topic cannot accept a record without a key (record {errors[0][0]} first)",
                            errors)
-    return walked.max_timestamp
+    return max_ts
 
 
 def recompress(batch: _Records, h: BatchHeader, codec: int) -> bytearray:
