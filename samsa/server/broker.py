@@ -717,7 +717,7 @@ def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) 
         try:
             write_offsets(path, offsets)
         except OSError as e:
-            log.warning("Could not write %s: %s", path, e)
+            log.warning("Could not write %s: %s", path, e.strerror or e)
 
 
 def run_broker(config: BrokerConfig) -> int:

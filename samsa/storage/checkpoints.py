@@ -68,7 +68,12 @@ def write_checkpoint_lines(path: Path, lines: Iterable[str], version: int = CHEC
         if generation is not None:
             if _written.get(str(path), 0) > generation:
                 return False
-        _write_lines(path, lines, version, sync)
+        try:
+            _write_lines(path, lines, version, sync)
+        except OSError as e:
+            if e.filename is None:  # (a write or fsync error names no file: say which)
+                raise OSError(e.errno, e.strerror, str(path)) from e
+            raise
         if generation is not None:
             _written[str(path)] = generation
         return True

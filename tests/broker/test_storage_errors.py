@@ -126,3 +126,59 @@ def fetch(c: RawClient, topic: str, offset: int) -> Any:
              "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
         "forgotten_topics_data": [], "rack_id": ""})
     return resp.responses[0].partitions[0]
+
+
+def test_a_byte_flip_gives_readers_an_error_at_its_batch_never_a_gap(
+        broker_factory: Callable[..., BrokerProcess], topic_name: str) -> None:
+    """A flipped bit is served as it is (as Kafka does: the broker does not re-check CRCs on
+    reads); each client's CRC check stops at that batch with an error, after every record
+    before it, and never delivers a record past it."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.errors import CorruptRecordError
+
+    b = broker_factory()
+    one = len(batch(n=3, size=50))
+    with RawClient(b.bootstrap) as c:
+        create_topic(c, topic_name)
+        for _ in range(10):
+            assert produce(c, topic_name, batch(n=3, size=50)).error_code == 0
+    b.stop()
+    with open(b.log_dir / f"{topic_name}-0" / f"{0:020d}.log", "r+b") as f:
+        f.seek(one * 4 + 100)  # inside the records of the fifth batch (offsets 12-14)
+        x = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([x[0] ^ 0xFF]))
+    b.start()
+
+    cons = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{topic_name}", "check.crcs": True,
+                     "enable.auto.commit": False})
+    got, error = [], None
+    try:
+        cons.assign([TopicPartition(topic_name, 0, 0)])
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            m = cons.poll(0.5)
+            if m is not None:
+                if m.error():
+                    error = m.error()
+                else:
+                    got.append(m.offset())
+    finally:
+        cons.close()
+    assert got == list(range(12)) and error is not None and "offset 12" in error.str()
+
+    k = KafkaConsumer(bootstrap_servers=b.bootstrap, group_id=None, check_crcs=True, enable_auto_commit=False,
+                      auto_offset_reset="none")
+    got = []
+    try:
+        tp = KTopicPartition(topic_name, 0)
+        k.assign([tp])
+        k.seek(tp, 0)
+        with pytest.raises(CorruptRecordError, match="offset 12"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                got += [m.offset for m in k.poll(timeout_ms=300).get(tp, [])]
+    finally:
+        k.close()
+    assert got == list(range(12))
