@@ -156,9 +156,24 @@ def load_properties(path: str | Path) -> dict[str, str]:
     return parse_properties(text, str(path))
 
 
+LISTENER_PREFIX = "listener.name."
+# Keys a listener may override as listener.name.<name>.<key> (Kafka's per-listener configs).
+PER_LISTENER = re.compile(r"ssl\..+")
+
+
+def listener_key(key: str) -> tuple[str, str] | None:
+    """`listener.name.<listener>.<key>` -> (LISTENER, key) for a key that may be set per listener."""
+    if not key.startswith(LISTENER_PREFIX):
+        return None
+    name, dot, rest = key[len(LISTENER_PREFIX):].partition(".")
+    if not dot or not name or rest not in BROKER_DEFS or not PER_LISTENER.fullmatch(rest):
+        return None
+    return name.upper(), rest
+
+
 def unknown_keys(props: Iterable[str]) -> list[str]:
     """Keys that are not broker settings Samsa knows (the caller logs them; they are not errors)."""
-    return sorted(k for k in props if k not in BROKER_DEFS)
+    return sorted(k for k in props if k not in BROKER_DEFS and listener_key(k) is None)
 
 
 # --------------------------------------------------------------------------- typed values
@@ -269,6 +284,9 @@ def _clean(props: Mapping[str, str | None] | None) -> dict[str, str]:
     return {str(k).strip(): str(v).strip() for k, v in (props or {}).items() if v is not None}
 
 
+_UNSET = object()
+
+
 class BrokerConfig:
     """Broker settings: static (file + overrides), then dynamic cluster defaults, then dynamic
     per-broker values, each layer beating the one before. Immutable: `with_dynamic` returns a copy.
@@ -295,6 +313,11 @@ class BrokerConfig:
             for k, v in layer.items():
                 if k in BROKER_DEFS:
                     parse_value(BROKER_DEFS[k], v)  # every layer must be valid, even if hidden
+        self._per_listener: dict[tuple[str, str], Any] = {}
+        for k, v in self._static.items():
+            lk = listener_key(k)
+            if lk is not None:
+                self._per_listener[lk] = parse_value(BROKER_DEFS[lk[1]], v)
         self._merged = merged
         self._values: dict[str, Any] = {
             d.name: parse_value(d, merged[d.name]) if d.name in merged else _copy(d.default) for d in BROKER_DEF_LIST
@@ -351,6 +374,16 @@ class BrokerConfig:
         if name not in self._values:
             raise KeyError(f"unknown broker config {name!r}")
         return self._values[name]
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """`name` as listener `listener` sees it: its listener.name.<listener>.<name> if set,
+        else the broker-wide value."""
+        got = self._per_listener.get((listener.upper(), name), _UNSET)
+        return self.get(name) if got is _UNSET else got
+
+    def protocol_of(self, listener: str) -> str:
+        """The security protocol of a listener (listener.security.protocol.map)."""
+        return self.security_protocol_map()[listener.upper()]
 
     def is_set(self, name: str) -> bool:
         """Whether `name` was given explicitly (statically or dynamically) rather than defaulted."""

@@ -53,5 +53,5 @@ def run(argv: list[str]) -> int:
 
     try:
         return run_broker(config)
-    except (OSError, StoreError) as e:
+    except (OSError, StoreError, ConfigError) as e:
         raise CliError(f"broker failed to start: {e}") from None

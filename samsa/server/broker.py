@@ -25,13 +25,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from samsa.config import BrokerConfig, effective_topic_config
+from samsa.config import BrokerConfig, ConfigError, effective_topic_config
 from samsa.controller.context import ControllerContext
 from samsa.controller.controller import Controller, probe_until_refused, remove_dead_broker
 from samsa.handlers import HANDLER_MODULES
@@ -39,6 +40,7 @@ from samsa.metadata import zkdata
 from samsa.metadata.embedded import EmbeddedStore
 from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, StoreError
 from samsa.ratelimit import BurstLog
+from samsa.server import tls
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
@@ -88,8 +90,8 @@ class Broker:
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
         self.fetchers = ReplicaFetcherManager(self)
-        self.inter_broker_listener = config.get("inter.broker.listener.name") or (
-            config.listeners()[0].name if config.listeners() else "PLAINTEXT")
+        self.inter_broker_listener = inter_broker_listener(config)
+        self.inter_broker_ssl: ssl.SSLContext | None = None  # set by start_listeners (TLS between brokers)
         self.zk_mode = bool(config.get("zookeeper.connect"))
         self.exit_code = 0
         self._saved_hw: dict[tuple[str, int], int] = {}
@@ -554,10 +556,26 @@ class Broker:
         cfg = self.config
         max_req = cfg.get("socket.request.max.bytes")
         self.quotas = ConnectionQuotas(self.loop, self._connection_limits)
+        names = [lst.name for lst in cfg.listeners()]
+        if self.inter_broker_listener not in names:
+            raise ConfigError(f"inter.broker.listener.name / security.inter.broker.protocol: "
+                              f"{self.inter_broker_listener} is not one of the listeners ({', '.join(names)})")
+        if cfg.protocol_of(self.inter_broker_listener) in ("SSL", "SASL_SSL"):
+            self.inter_broker_ssl = tls.client_context(cfg, self.inter_broker_listener)
         for name, host, port in cfg.listeners():
+            protocol = cfg.protocol_of(name)
+            if protocol.startswith("SASL"):
+                raise ConfigError(f"listener {name}: security protocol {protocol} is not supported yet (SASL); "
+                                  "use PLAINTEXT or SSL")
+            context = tls.server_context(cfg, name) if protocol == "SSL" else None
+            try:
+                rules = tls.parse_mapping_rules(str(cfg.for_listener(name, "ssl.principal.mapping.rules")))
+            except ValueError as e:
+                raise ConfigError(f"listener {name}: {e}") from None
             lst = Listener(self.loop, name, host, port, self.dispatcher, max_req, quotas=self.quotas,
                            max_pending=int(cfg.get("queued.max.requests")),
-                           backlog=int(cfg.get("socket.listen.backlog.size")))
+                           backlog=int(cfg.get("socket.listen.backlog.size")), ssl_context=context,
+                           principal_rules=rules)
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
 
@@ -710,6 +728,18 @@ class Broker:
             await self.store.close()
         if self.monitor is not None:
             self.monitor.stop()
+
+
+def inter_broker_listener(config: BrokerConfig) -> str:
+    """Kafka's rule: inter.broker.listener.name, else the listener named by
+    security.inter.broker.protocol when that is set; Samsa's default otherwise is the first
+    listener (Kafka's would be PLAINTEXT)."""
+    name = config.get("inter.broker.listener.name")
+    if name:
+        return str(name).upper()
+    if config.is_set("security.inter.broker.protocol"):
+        return str(config.get("security.inter.broker.protocol")).upper()
+    return config.listeners()[0].name if config.listeners() else "PLAINTEXT"
 
 
 def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:

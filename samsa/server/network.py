@@ -28,14 +28,17 @@ import errno
 import logging
 import os
 import socket
+import ssl
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.schema import Out
+from samsa.ratelimit import RateLimitedLog
 from samsa.server.connection_quotas import ConnectionQuotas, Limits
 from samsa.server.responses import NO_RESPONSE, Pending
+from samsa.server.tls import principal_of
 from samsa.storage.log import Log
 
 __all__ = ["ANONYMOUS", "NO_RESPONSE", "Connection", "FrameError", "Listener", "Pending"]
@@ -124,6 +127,11 @@ class Connection:
             self.close()
             return
         frames.advance(n)
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        """Dispatch every whole frame received (bytes are in `frames`)."""
+        frames = self.frames
         quotas = self.quotas
         self.last_active = quotas.now
         if quotas.memory_limit > 0:
@@ -322,6 +330,113 @@ class Connection:
         self._held = 0
 
 
+_TLS_RAW = memoryview(bytearray(SCRATCH))  # TLS records as they arrive (then decrypted into `frames`)
+_tls_log = RateLimitedLog(log, 10.0)
+
+
+class TlsConnection(Connection):
+    """A connection on an SSL listener: the same frames and responses, through an
+    `ssl.SSLObject` over two memory BIOs, so that the socket stays this module's (non-blocking,
+    on the loop's reader and writer callbacks). Responses are encrypted in memory: file slices
+    are read in (no sendfile under TLS). A failed handshake, a plaintext client, or any TLS
+    error closes the connection with one rate-limited log line."""
+
+    def __init__(self, server: Listener, sock: socket.socket, peer: Any) -> None:
+        super().__init__(server, sock, peer)
+        assert server.ssl_context is not None
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.tls = server.ssl_context.wrap_bio(self.incoming, self.outgoing, server_side=True)
+        self.handshaking = True
+
+    def _on_readable(self) -> None:
+        try:
+            n = self.sock.recv_into(_TLS_RAW)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as e:
+            log.debug("connection %s read error: %s", self.peer_str, e)
+            self.close()
+            return
+        if not n:
+            self.close()
+            return
+        self.incoming.write(_TLS_RAW[:n])
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handshake, then decrypt what arrived into frames and dispatch them."""
+        if self.handshaking:
+            try:
+                self.tls.do_handshake()
+            except ssl.SSLWantReadError:
+                self._send_tls()
+                return
+            except (ssl.SSLError, OSError, ValueError) as e:
+                self._tls_failed("TLS handshake", e)
+                return
+            self.handshaking = False
+            self._send_tls()
+            principal = principal_of(self.tls.getpeercert(), self.server.principal_rules)
+            if principal is not None:
+                self.principal = principal
+        frames = self.frames
+        while self.reading and not self.closed and not frames.blocked:
+            buf = frames.buffer()
+            try:
+                try:
+                    n = int(self.tls.read(len(buf), buf))  # (with a buffer: how many bytes)
+                finally:
+                    del buf  # (the frame buffer may grow next: no view of it may be left here)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:  # the client's close_notify
+                self.close()
+                return
+            except (ssl.SSLError, ValueError) as e:
+                self._tls_failed("TLS", e)
+                return
+            if not n:
+                break
+            frames.advance(n)
+            self._process_frames()
+        self._send_tls()  # (TLS 1.3 session tickets and the like)
+
+    def _resume_reading(self) -> None:
+        was = self.reading
+        super()._resume_reading()
+        if not was and self.reading and (self.tls.pending() or self.incoming.pending):
+            self.loop.call_soon(self._drain)  # decrypted bytes wait: the socket will not say so
+
+    def _tls_failed(self, what: str, e: BaseException) -> None:
+        _tls_log.warning(f"tls {self.server.name}", "%s failed with %s on listener %s: %s; closing the connection",
+                         what, self.peer_str, self.server.name, getattr(e, "reason", None) or e)
+        self.close()
+
+    def _send_tls(self) -> None:
+        data = self.outgoing.read()
+        if data:
+            self.wqueue.append(memoryview(data))
+            self.queued_out += len(data)
+            if not self.writing:
+                self._on_writable()
+
+    def _enqueue(self, out: Out) -> None:
+        try:
+            chunk = _inline(out) if out.slices else memoryview(out)
+            view = memoryview(chunk)
+            while view:
+                n = self.tls.write(view)
+                view = view[n:]
+        except (FrameError, OSError, ssl.SSLError) as e:
+            log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+            return
+        data = self.outgoing.read()
+        self.wqueue.append(memoryview(data))
+        self.queued_out += len(data)
+
+
 def _inline(out: Out) -> bytes:
     """`out` with its file slices read in: the whole response as one chunk."""
     view = memoryview(out)
@@ -354,6 +469,8 @@ class Listener:
         quotas: ConnectionQuotas | None = None,
         max_pending: int = MAX_PENDING,  # queued.max.requests
         backlog: int = 1024,  # socket.listen.backlog.size
+        ssl_context: ssl.SSLContext | None = None,  # an SSL listener's (tls.py)
+        principal_rules: list[Any] | None = None,  # ssl.principal.mapping.rules, parsed
     ) -> None:
         self.loop = loop
         self.name = name
@@ -367,6 +484,9 @@ class Listener:
         self.connections: set[Connection] = set()
         self.sock: socket.socket | None = None
         self._accepting = False
+        self.ssl_context = ssl_context
+        self.principal_rules = principal_rules if principal_rules is not None else [None]
+        self.connection_class: type[Connection] = TlsConnection if ssl_context is not None else Connection
 
     def start(self) -> None:
         infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -422,7 +542,7 @@ class Listener:
                 csock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
                 pass
-            conn = Connection(self, csock, peer)
+            conn = self.connection_class(self, csock, peer)
             self.connections.add(conn)
             quotas.added(conn)
             conn.start()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class FetcherHost(Protocol):
     node_id: int
     config: BrokerConfig
     inter_broker_listener: str
+    inter_broker_ssl: ssl.SSLContext | None  # the inter-broker listener's TLS (None: plaintext)
     loop: asyncio.AbstractEventLoop
 
     @property
@@ -246,9 +248,13 @@ class LeaderFetcher:
         if ep is None:
             return None
         conn = Connection(f"samsa-replica-fetcher-{self.manager.broker.node_id}")
+        tls = self.manager.broker.inter_broker_ssl
         try:
-            await asyncio.wait_for(asyncio.get_running_loop().create_connection(lambda: conn, *ep), 5)
-        except (TimeoutError, OSError):
+            await asyncio.wait_for(asyncio.get_running_loop().create_connection(
+                lambda: conn, *ep, ssl=tls, server_hostname=ep[0] if tls is not None else None), 5)
+        except (TimeoutError, OSError) as e:  # (ssl.SSLError is an OSError)
+            if isinstance(e, ssl.SSLError):
+                log.warning("TLS to broker %d (%s:%d) failed: %s", self.leader_id, ep[0], ep[1], e)
             return None
         return conn
 
