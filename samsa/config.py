@@ -158,7 +158,9 @@ def load_properties(path: str | Path) -> dict[str, str]:
 
 LISTENER_PREFIX = "listener.name."
 # Keys a listener may override as listener.name.<name>.<key> (Kafka's per-listener configs).
-PER_LISTENER = re.compile(r"ssl\..+")
+PER_LISTENER = re.compile(r"ssl\..+|sasl\.enabled\.mechanisms")
+# A mechanism's JAAS config exists only per listener: listener.name.<name>.<mechanism>.sasl.jaas.config
+JAAS_KEY = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
 
 
 def listener_key(key: str) -> tuple[str, str] | None:
@@ -166,7 +168,11 @@ def listener_key(key: str) -> tuple[str, str] | None:
     if not key.startswith(LISTENER_PREFIX):
         return None
     name, dot, rest = key[len(LISTENER_PREFIX):].partition(".")
-    if not dot or not name or rest not in BROKER_DEFS or not PER_LISTENER.fullmatch(rest):
+    if not dot or not name:
+        return None
+    if JAAS_KEY.fullmatch(rest):
+        return name.upper(), rest
+    if rest not in BROKER_DEFS or not PER_LISTENER.fullmatch(rest):
         return None
     return name.upper(), rest
 
@@ -317,7 +323,7 @@ class BrokerConfig:
         for k, v in self._static.items():
             lk = listener_key(k)
             if lk is not None:
-                self._per_listener[lk] = parse_value(BROKER_DEFS[lk[1]], v)
+                self._per_listener[lk] = v if JAAS_KEY.fullmatch(lk[1]) else parse_value(BROKER_DEFS[lk[1]], v)
         self._merged = merged
         self._values: dict[str, Any] = {
             d.name: parse_value(d, merged[d.name]) if d.name in merged else _copy(d.default) for d in BROKER_DEF_LIST
@@ -380,6 +386,11 @@ class BrokerConfig:
         else the broker-wide value."""
         got = self._per_listener.get((listener.upper(), name), _UNSET)
         return self.get(name) if got is _UNSET else got
+
+    def jaas_config(self, listener: str, mechanism: str) -> str | None:
+        """listener.name.<listener>.<mechanism>.sasl.jaas.config (None if unset)."""
+        got = self._per_listener.get((listener.upper(), f"{mechanism.lower()}.sasl.jaas.config"))
+        return None if got is None else str(got)
 
     def protocol_of(self, listener: str) -> str:
         """The security protocol of a listener (listener.security.protocol.map)."""

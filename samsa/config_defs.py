@@ -178,6 +178,14 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites, by OpenSSL name (empty: OpenSSL's defaults)."),
     _b("ssl.endpoint.identification.algorithm", "string", "https",
        "Between brokers: https checks the other broker's certificate against its host name; empty does not."),
+    # SASL (samsa/server/sasl.py); sasl.enabled.mechanisms may be set per listener, and each
+    # mechanism's users as listener.name.<name>.<mechanism>.sasl.jaas.config
+    _b("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+       "SASL mechanisms a SASL listener offers: PLAIN (GSSAPI, Kafka's default, is refused)."),
+    _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
+       "SASL mechanism between brokers (replication over SASL is not supported yet)." + _UNUSED),
+    _b("connections.max.reauth.ms", "long", 0,
+       "Longest SASL session before the client must authenticate again (0: no limit)." + _UNUSED, at_least(0)),
     _b("ssl.principal.mapping.rules", "string", "DEFAULT",
        "Rules mapping a client certificate's distinguished name to a principal name (Kafka's RULE:...)."),
     _b("principal.builder.class", "class",

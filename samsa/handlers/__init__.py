@@ -31,10 +31,14 @@ from samsa.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
     sync_group,
 )
 
 HANDLER_MODULES = [
+    sasl_handshake,
+    sasl_authenticate,
     produce,
     fetch,
     list_offsets,

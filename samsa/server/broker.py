@@ -40,7 +40,7 @@ from samsa.metadata import zkdata
 from samsa.metadata.embedded import EmbeddedStore
 from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, StoreError
 from samsa.ratelimit import BurstLog
-from samsa.server import tls
+from samsa.server import sasl, tls
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
@@ -560,14 +560,22 @@ class Broker:
         if self.inter_broker_listener not in names:
             raise ConfigError(f"inter.broker.listener.name / security.inter.broker.protocol: "
                               f"{self.inter_broker_listener} is not one of the listeners ({', '.join(names)})")
-        if cfg.protocol_of(self.inter_broker_listener) in ("SSL", "SASL_SSL"):
+        inter = cfg.protocol_of(self.inter_broker_listener)
+        if inter.startswith("SASL") and self.zk_mode:  # (one broker alone has no inter-broker traffic)
+            raise ConfigError(f"inter-broker listener {self.inter_broker_listener}: replication over {inter} is not "
+                              "supported yet; let inter.broker.listener.name name a PLAINTEXT or SSL listener")
+        if inter == "SSL":
             self.inter_broker_ssl = tls.client_context(cfg, self.inter_broker_listener)
         for name, host, port in cfg.listeners():
             protocol = cfg.protocol_of(name)
+            auth = None
             if protocol.startswith("SASL"):
-                raise ConfigError(f"listener {name}: security protocol {protocol} is not supported yet (SASL); "
-                                  "use PLAINTEXT or SSL")
-            context = tls.server_context(cfg, name) if protocol == "SSL" else None
+                mechanisms = [str(m).upper() for m in cfg.for_listener(name, "sasl.enabled.mechanisms")]
+                try:
+                    auth = sasl.listener_sasl(name, mechanisms, {m: cfg.jaas_config(name, m) for m in mechanisms})
+                except sasl.SaslConfigError as e:
+                    raise ConfigError(str(e)) from None
+            context = tls.server_context(cfg, name) if protocol in ("SSL", "SASL_SSL") else None
             try:
                 rules = tls.parse_mapping_rules(str(cfg.for_listener(name, "ssl.principal.mapping.rules")))
             except ValueError as e:
@@ -575,7 +583,7 @@ class Broker:
             lst = Listener(self.loop, name, host, port, self.dispatcher, max_req, quotas=self.quotas,
                            max_pending=int(cfg.get("queued.max.requests")),
                            backlog=int(cfg.get("socket.listen.backlog.size")), ssl_context=context,
-                           principal_rules=rules)
+                           principal_rules=rules, sasl=auth)
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
 

@@ -47,6 +47,7 @@ from samsa.server.network import ANONYMOUS
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.sasl import SaslAuthenticator
 from samsa.server.topics import Topic, validate_topic_name
 
 __all__ = ["ANONYMOUS", "BrokerServices", "ClientConnection", "Controller", "Endpoint", "Partition", "RequestContext",
@@ -62,11 +63,16 @@ class ClientConnection(Protocol):
     peer: Any  # (host, port) for TCP
     peer_str: str
     client_id: str | None
-    principal: str  # ANONYMOUS until authenticated (SASL, later)
+    principal: str  # ANONYMOUS until authenticated (a TLS client certificate, SASL)
+    sasl: SaslAuthenticator | None  # on a SASL listener until authenticated
 
     @property
     def listener(self) -> str:
         """The name of the listener the client connected to (PLAINTEXT, SSL, ...)."""
+        ...
+
+    def close_after_reply(self) -> None:
+        """Read nothing more; close once the reply is written (a refused authentication)."""
         ...
 
 

@@ -40,9 +40,12 @@ from samsa.ratelimit import RateLimitedLog
 from samsa.server.context import BrokerServices, RequestContext
 from samsa.server.network import Connection
 from samsa.server.responses import NO_RESPONSE, Pending
+from samsa.server.sasl import sasl_failed
 
 log = logging.getLogger("samsa.requests")
 _KEY_VERSION = struct.Struct(">hh")
+_BEFORE_AUTH = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
+
 
 
 def supported_versions(modules: Iterable[ModuleType]) -> list[tuple[int, int, int]]:
@@ -61,7 +64,14 @@ class Dispatcher:
         return supported_versions(self.handlers.values())
 
     def __call__(self, conn: Connection, frame: bytearray) -> Any:
+        sasl = conn.sasl
+        if sasl is not None and sasl.raw_tokens:  # after a v0 SaslHandshake: a bare token
+            return self._raw_token(conn, frame)
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+        if sasl is not None and api_key not in _BEFORE_AUTH:
+            self._warn.warning(f"sasl-state:{conn.server.name}", "closing connection from %s: request api %d before "
+                               "SASL authentication on listener %s", conn.peer_str, api_key, conn.server.name)
+            raise FrameError(f"request api {api_key} before SASL authentication (ILLEGAL_SASL_STATE)")
         module = self.handlers.get(api_key)
         if module is None or not module.MIN_VERSION <= version <= module.MAX_VERSION:
             return self._unsupported(conn, frame, api_key, version, module)
@@ -89,6 +99,22 @@ class Dispatcher:
             log.error("could not encode the answer to api %d v%d from %s", api_key, version, conn.peer_str,
                       exc_info=e)
             raise FrameError("internal error (see the log above); closing the connection") from None
+
+    def _raw_token(self, conn: Connection, frame: bytearray) -> Out:
+        """The v0 flow: the frame is the mechanism's token and the answer a bare frame; a failed
+        authentication closes the connection (there is no error field to carry it)."""
+        sasl = conn.sasl
+        assert sasl is not None
+        principal, reply, why = sasl.authenticate(bytes(frame))
+        if principal is None:
+            sasl_failed(conn, sasl.mechanism, why)
+            raise FrameError("SASL authentication failed")
+        conn.principal = principal
+        conn.sasl = None
+        out = Out()
+        out.extend(I32.pack(len(reply)))
+        out.extend(reply)
+        return out
 
     def _answer_later(self, ctx: RequestContext, pending: Pending) -> Pending:
         """A Pending of the response frame, from the handler's Pending of its body (a body that

@@ -38,6 +38,7 @@ from samsa.protocol.schema import Out
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.connection_quotas import ConnectionQuotas, Limits
 from samsa.server.responses import NO_RESPONSE, Pending
+from samsa.server.sasl import ListenerSasl, SaslAuthenticator
 from samsa.server.tls import principal_of
 from samsa.storage.log import Log
 
@@ -91,7 +92,11 @@ class Connection:
         # Who the client is: set by the SASL authenticator once the connection has authenticated
         # (later); requests read it through their context (`RequestContext.principal`).
         self.principal = ANONYMOUS
-        self.state: dict[str, Any] = {}  # per-connection state for handlers (e.g. SASL later)
+        self.state: dict[str, Any] = {}  # per-connection state for handlers
+        # On a SASL listener until the client has authenticated (sasl.py; the dispatcher and the
+        # SaslHandshake/SaslAuthenticate handlers use it); None otherwise.
+        self.sasl: SaslAuthenticator | None = None
+        self.closing_after_reply = False
 
     @property
     def listener(self) -> str:
@@ -104,7 +109,7 @@ class Connection:
         self._resume_reading()
 
     def _resume_reading(self) -> None:
-        if not self.reading and not self.closed:
+        if not self.reading and not self.closed and not self.closing_after_reply:
             self.loop.add_reader(self.fd, self._on_readable)
             self.reading = True
 
@@ -258,6 +263,11 @@ class Connection:
             self.wqueue.append(view[start:])
         self.queued_out += out.total_size
 
+    def close_after_reply(self) -> None:
+        """Read nothing more; close once what is queued (the reply being made) is written."""
+        self.closing_after_reply = True
+        self._pause_reading()
+
     def _on_writable(self) -> None:
         q = self.wqueue
         sock = self.sock
@@ -293,6 +303,9 @@ class Connection:
             return
         except FrameError as e:
             log.warning("closing connection from %s: %s", self.peer_str, e)
+            self.close()
+            return
+        if not q and self.closing_after_reply and not self.pending:
             self.close()
             return
         if q and not self.writing:
@@ -471,6 +484,7 @@ class Listener:
         backlog: int = 1024,  # socket.listen.backlog.size
         ssl_context: ssl.SSLContext | None = None,  # an SSL listener's (tls.py)
         principal_rules: list[Any] | None = None,  # ssl.principal.mapping.rules, parsed
+        sasl: ListenerSasl | None = None,  # a SASL listener's mechanisms and users (sasl.py)
     ) -> None:
         self.loop = loop
         self.name = name
@@ -487,6 +501,7 @@ class Listener:
         self.ssl_context = ssl_context
         self.principal_rules = principal_rules if principal_rules is not None else [None]
         self.connection_class: type[Connection] = TlsConnection if ssl_context is not None else Connection
+        self.sasl = sasl
 
     def start(self) -> None:
         infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -543,6 +558,8 @@ class Listener:
             except OSError:
                 pass
             conn = self.connection_class(self, csock, peer)
+            if self.sasl is not None:
+                conn.sasl = SaslAuthenticator(self.sasl)
             self.connections.add(conn)
             quotas.added(conn)
             conn.start()

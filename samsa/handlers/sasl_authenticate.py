@@ -1,0 +1,37 @@
+"""SaslAuthenticate (36): one SASL token each way, after a v1 SaslHandshake (server/sasl.py).
+
+Success sets the connection's principal; from then on it is served as any connection. A
+failure is answered SASL_AUTHENTICATION_FAILED with the reason and closes the connection; a
+SaslAuthenticate out of turn is ILLEGAL_SASL_STATE and closes it too. Sessions do not expire
+(connections.max.reauth.ms 0): session lifetime 0."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+from samsa.server.context import RequestContext
+
+API_KEY = 36
+MIN_VERSION = 0
+MAX_VERSION = 2
+
+
+def _answer(code: ErrorCode, message: str | None = None, auth: bytes = b"") -> dict[str, Any]:
+    return {"error_code": int(code), "error_message": message, "auth_bytes": auth, "session_lifetime": 0}
+
+
+def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    conn = ctx.conn
+    sasl = conn.sasl
+    if sasl is None or sasl.state != "authenticate" or sasl.raw_tokens:
+        conn.close_after_reply()
+        return _answer(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate without a SaslHandshake v1 before it")
+    principal, reply, why = sasl.authenticate(bytes(req.auth_bytes))
+    if principal is None:
+        sasl.log_failure(conn, why)
+        conn.close_after_reply()
+        return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {why}")
+    conn.principal = principal
+    conn.sasl = None
+    return _answer(ErrorCode.NONE, None, reply)

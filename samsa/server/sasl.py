@@ -1,0 +1,165 @@
+"""SASL on SASL_PLAINTEXT and SASL_SSL listeners: Kafka's SaslServerAuthenticator state machine
+and the PLAIN mechanism.
+
+A connection on a SASL listener starts unauthenticated, with a `SaslAuthenticator` as
+`conn.sasl`. Until it has authenticated, the dispatcher lets through only:
+
+    ApiVersions (18)       any number of times (clients ask it first)
+    SaslHandshake (17)     once: the mechanism, which must be enabled on the listener
+                           (UNSUPPORTED_SASL_MECHANISM and the enabled list otherwise)
+    SaslAuthenticate (36)  after a v1 handshake: the mechanism's tokens, in requests
+    a bare token           after a v0 handshake, the next frame is the token itself and the
+                           answer a bare frame (the original, pre-KIP-152 flow)
+
+Anything else closes the connection (Kafka's IllegalSaslStateException); a SaslAuthenticate
+before the handshake, or a second handshake, is answered ILLEGAL_SASL_STATE and then closed.
+A failed authentication is answered SASL_AUTHENTICATION_FAILED (after a v0 handshake: the
+connection just closes), logged once (rate-limited) and then closed. Success sets the
+connection's principal (`User:<name>`) and `conn.sasl` to None: from then on requests are
+served as on any listener. `connections.max.reauth.ms` 0 (the default) means sessions do not
+expire, reported as session lifetime 0 (KIP-368).
+
+PLAIN (RFC 4616): the token is `authzid NUL authcid NUL password`; users are the listener's
+JAAS config, in Kafka's format:
+
+    listener.name.sasl_plaintext.plain.sasl.jaas.config=\\
+        org.apache.kafka.common.security.plain.PlainLoginModule required \\
+        username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";
+
+`user_<name>="<password>"` are the users; `username`/`password` are what this broker itself
+logs in with to other brokers. Passwords are compared in constant time, and an unknown user
+costs the same comparison as a wrong password.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from samsa.protocol.errors import ErrorCode
+from samsa.ratelimit import RateLimitedLog
+
+PLAIN = "PLAIN"
+SUPPORTED = (PLAIN,)
+
+_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_MODULE = re.compile(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\s*")
+
+
+_auth_log = RateLimitedLog(logging.getLogger("samsa.auth"), 10.0)
+
+
+class SaslConfigError(ValueError):
+    pass
+
+
+def sasl_failed(conn: Any, mechanism: str | None, why: str | None) -> None:
+    """One line (rate-limited per listener) for a failed authentication of connection `conn`."""
+    _auth_log.warning(f"failed:{conn.server.name}", "SASL %s authentication failed from %s on listener %s: %s",
+                      mechanism, conn.peer_str, conn.server.name, why)
+
+
+def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """Kafka's one-module sasl.jaas.config: (login module class, {option: value})."""
+    m = _MODULE.match(text)
+    if m is None:
+        raise SaslConfigError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;', got {text!r}")
+    pos = m.end()
+    options: dict[str, str] = {}
+    while True:
+        o = _OPTION.match(text, pos)
+        if o is None:
+            break
+        options[o.group(1)] = re.sub(r"\\(.)", r"\1", o.group(2))
+        pos = o.end()
+    rest = text[pos:].strip()
+    if rest != ";":
+        raise SaslConfigError(f"sasl.jaas.config: cannot read {rest!r} (options are key=\"value\", and the "
+                              "entry ends with ';')")
+    return m.group(1), options
+
+
+@dataclass
+class ListenerSasl:
+    """What one SASL listener accepts: its mechanisms and, for PLAIN, its users."""
+
+    listener: str
+    mechanisms: list[str]
+    plain_users: dict[str, str] = field(default_factory=dict)
+
+
+class SaslAuthenticator:
+    """One connection's SASL state (see the module doc)."""
+
+    __slots__ = ("config", "mechanism", "raw_tokens", "state")
+
+    def __init__(self, config: ListenerSasl) -> None:
+        self.config = config
+        self.state = "handshake"  # -> "authenticate" -> gone (conn.sasl = None)
+        self.mechanism: str | None = None
+        self.raw_tokens = False  # after a v0 handshake: the next frame is a bare token
+
+    def log_failure(self, conn: Any, why: str | None) -> None:
+        sasl_failed(conn, self.mechanism, why)
+
+    def handshake(self, mechanism: str, version: int) -> ErrorCode:
+        if self.state != "handshake":
+            return ErrorCode.ILLEGAL_SASL_STATE
+        if mechanism not in self.config.mechanisms:
+            return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        self.mechanism = mechanism
+        self.state = "authenticate"
+        self.raw_tokens = version == 0
+        return ErrorCode.NONE
+
+    def authenticate(self, token: bytes) -> tuple[str | None, bytes, str | None]:
+        """(principal or None, the token to answer with, why it failed). One round for PLAIN."""
+        if self.mechanism == PLAIN:
+            return self._plain(token)
+        return None, b"", f"mechanism {self.mechanism} is not available"
+
+    def _plain(self, token: bytes) -> tuple[str | None, bytes, str | None]:
+        parts = token.split(b"\0")
+        if len(parts) != 3:
+            return None, b"", "malformed PLAIN token (expected authzid NUL username NUL password)"
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            return None, b"", "PLAIN token is not UTF-8"
+        expected = self.config.plain_users.get(user)
+        # (the same comparison for an unknown user: no timing difference to learn users from)
+        ok = hmac.compare_digest(password.encode(), (expected if expected is not None else "\0" + password).encode())
+        if not ok or expected is None or not user:
+            return None, b"", f"Invalid username or password for user {user!r}"
+        if authzid and authzid != user:
+            return None, b"", "the authorization id differs from the user name"
+        return f"User:{user}", b"", None
+
+
+def listener_sasl(listener: str, mechanisms: list[str], jaas: dict[str, str | None]) -> ListenerSasl:
+    """Check a SASL listener's settings: `jaas` is each enabled mechanism's sasl.jaas.config."""
+    if not mechanisms:
+        raise SaslConfigError(f"listener {listener}: sasl.enabled.mechanisms is empty")
+    unsupported = [m for m in mechanisms if m not in SUPPORTED]
+    if unsupported:
+        hint = " (GSSAPI is Kerberos, Kafka's default: not supported)" if "GSSAPI" in unsupported else ""
+        raise SaslConfigError(f"listener {listener}: sasl.enabled.mechanisms {','.join(unsupported)} not supported"
+                              f"{hint}; Samsa offers {', '.join(SUPPORTED)}")
+    out = ListenerSasl(listener, list(mechanisms))
+    if PLAIN in mechanisms:
+        text = jaas.get(PLAIN)
+        key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"
+        if not text:
+            raise SaslConfigError(f"listener {listener}: PLAIN needs its users: set {key} (Kafka's "
+                                  "PlainLoginModule format, user_<name>=\"<password>\")")
+        module, options = parse_jaas(text)
+        if not module.endswith("PlainLoginModule"):
+            raise SaslConfigError(f"{key}: expected org.apache.kafka.common.security.plain.PlainLoginModule, "
+                                  f"got {module}")
+        out.plain_users = {k[5:]: v for k, v in options.items() if k.startswith("user_") and len(k) > 5}
+        if not out.plain_users:
+            raise SaslConfigError(f"{key}: no user_<name>=\"<password>\" option: nobody could log in")
+    return out

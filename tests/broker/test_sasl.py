@@ -1,0 +1,184 @@
+"""SASL/PLAIN on SASL_PLAINTEXT and SASL_SSL listeners, with real clients (librdkafka, kafka-python,
+kcat) and Kafka's state machine over a raw connection: what may come before authentication,
+the v0 (bare token) and v1 (SaslAuthenticate) flows, and refusals that close the connection."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KTopicPartition
+
+from samsa.protocol.errors import ErrorCode
+from tests.brokerproc import BrokerProcess, free_port
+from tests.pki import Pki, make_pki
+from tests.rawclient import RawClient
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";')
+
+
+def sasl_broker(tmp_path: Path, protocol: str = "SASL_PLAINTEXT", **extra: str) -> BrokerProcess:
+    port = free_port()
+    name = protocol.lower()
+    props = {"listeners": f"{protocol}://127.0.0.1:{port}", "sasl.enabled.mechanisms": "PLAIN",
+             f"listener.name.{name}.plain.sasl.jaas.config": JAAS, **extra}
+    return BrokerProcess(tmp_path / "broker", props, port=port)
+
+
+def rd(b: BrokerProcess, user: str = "alice", password: str = "alice-secret", protocol: str = "SASL_PLAINTEXT",
+       **extra: Any) -> dict[str, Any]:
+    return {"bootstrap.servers": b.bootstrap, "security.protocol": protocol, "sasl.mechanisms": "PLAIN",
+            "sasl.username": user, "sasl.password": password, **extra}
+
+
+def produce(conf: dict[str, Any], topic: str, values: list[bytes], timeout_ms: int = 20000) -> list[Any]:
+    p = Producer({**conf, "linger.ms": 5, "message.timeout.ms": timeout_ms})
+    errors: list[Any] = []
+    for v in values:
+        p.produce(topic, v, partition=0, on_delivery=lambda err, msg: errors.append(err) if err else None)
+    p.flush(timeout_ms / 1000 + 10)
+    return errors
+
+
+def consume(conf: dict[str, Any], topic: str, n: int) -> list[bytes]:
+    c = Consumer({**conf, "group.id": f"g-{topic}", "enable.auto.commit": False})
+    out: list[bytes] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + 30
+        while len(out) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value())
+    finally:
+        c.close()
+    return out
+
+
+def test_plain_over_sasl_plaintext_with_three_clients(tmp_path: Path) -> None:
+    b = sasl_broker(tmp_path).start()
+    try:
+        values = [b"p%03d" % i for i in range(100)]
+        assert produce(rd(b), "plain", values) == []
+        assert consume(rd(b, "admin", "admin-secret"), "plain", 100) == values
+        k = KafkaConsumer(bootstrap_servers=b.bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism="PLAIN",
+                          sasl_plain_username="alice", sasl_plain_password="alice-secret", group_id=None,
+                          enable_auto_commit=False, auto_offset_reset="none")
+        got: list[bytes] = []
+        try:
+            tp = KTopicPartition("plain", 0)
+            k.assign([tp])
+            k.seek(tp, 0)
+            deadline = time.monotonic() + 30
+            while len(got) < 100 and time.monotonic() < deadline:
+                got += [m.value for m in k.poll(timeout_ms=500).get(tp, [])]
+        finally:
+            k.close()
+        assert got == values
+        r = subprocess.run(["kcat", "-b", b.bootstrap, "-X", "security.protocol=SASL_PLAINTEXT", "-X",
+                            "sasl.mechanisms=PLAIN", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
+                            "-C", "-t", "plain", "-p", "0", "-o", "beginning", "-c", "3", "-e"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0 and r.stdout.split() == ["p000", "p001", "p002"], r.stderr
+    finally:
+        b.close()
+
+
+def test_wrong_credentials_are_refused_and_logged_once(tmp_path: Path) -> None:
+    b = sasl_broker(tmp_path).start()
+    try:
+        for user, password in (("alice", "wrong"), ("mallory", "alice-secret")):
+            errors = produce(rd(b, user, password), "nope", [b"x"], timeout_ms=3000)
+            assert errors and errors[0] is not None
+        assert produce(rd(b), "nope", [b"y"]) == []  # the broker is fine
+        assert consume(rd(b), "nope", 1) == [b"y"]
+        text = b.log_text()
+        assert "SASL PLAIN authentication failed from 127.0.0.1" in text and "Traceback" not in text
+        assert "alice-secret" not in text and "admin-secret" not in text  # no password in the log
+        assert text.count("authentication failed") == 1  # the second within the interval is counted, not logged
+    finally:
+        b.close()
+
+
+def _frame(api_key: int, version: int, body: bytes, correlation_id: int = 1) -> bytes:
+    head = struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test"
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+def test_the_state_machine_over_a_raw_connection(tmp_path: Path) -> None:
+    b = sasl_broker(tmp_path).start()
+    try:
+        with RawClient(b.bootstrap) as c:  # ApiVersions is allowed before authentication
+            assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
+            c.send_bytes(_frame(3, 1, struct.pack(">i", -1)))  # Metadata: the connection closes
+            assert c.is_closed_by_peer()
+        with RawClient(b.bootstrap) as c:
+            resp = c.request(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})  # no handshake first
+            assert resp.error_code == ErrorCode.ILLEGAL_SASL_STATE and c.is_closed_by_peer()
+        with RawClient(b.bootstrap) as c:
+            resp = c.request(17, 1, {"mechanism": "SCRAM-SHA-512"})
+            assert resp.error_code == ErrorCode.UNSUPPORTED_SASL_MECHANISM and list(resp.mechanisms) == ["PLAIN"]
+            assert c.is_closed_by_peer()
+        with RawClient(b.bootstrap) as c:
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+            resp = c.request(36, 2, {"auth_bytes": b"garbage without separators"})
+            assert resp.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and c.is_closed_by_peer()
+        with RawClient(b.bootstrap) as c:  # v1: SaslAuthenticate, then an ordinary client
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+            resp = c.request(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})
+            assert resp.error_code == 0 and resp.session_lifetime == 0
+            assert c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.ILLEGAL_SASL_STATE
+        with RawClient(b.bootstrap) as c:  # v0: the token as a bare frame, answered by one
+            assert c.request(17, 0, {"mechanism": "PLAIN"}).error_code == 0
+            token = b"\0admin\0admin-secret"
+            c.send_bytes(struct.pack(">i", len(token)) + token)
+            assert c.read_frame() == b""
+            assert c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+        assert "Traceback" not in b.log_text()
+    finally:
+        b.close()
+
+
+def test_plain_over_sasl_ssl(tmp_path: Path) -> None:
+    pki: Pki = make_pki(tmp_path / "pki")
+    b = sasl_broker(tmp_path, "SASL_SSL", **{"ssl.keystore.type": "PEM",
+                                             "ssl.keystore.location": str(pki.keystore("server"))}).start()
+    try:
+        conf = rd(b, protocol="SASL_SSL", **{"ssl.ca.location": str(pki.ca)})
+        assert produce(conf, "both", [b"secret"]) == []
+        assert consume(conf, "both", 1) == [b"secret"]
+        errors = produce(rd(b, "alice", "bad", protocol="SASL_SSL", **{"ssl.ca.location": str(pki.ca)}), "both",
+                         [b"x"], timeout_ms=3000)
+        assert errors and errors[0] is not None
+    finally:
+        b.close()
+
+
+def _start_fails(workdir: Path, props: dict[str, str]) -> str:
+    b = BrokerProcess(workdir, props)
+    r = subprocess.run([sys.executable, "-m", "samsa", "broker", "start", str(b.config_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    return r.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("props", "says"), [
+    ({}, "GSSAPI is Kerberos"),  # Kafka's default mechanism
+    ({"sasl.enabled.mechanisms": "PLAIN"}, "PLAIN needs its users"),
+    ({"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": "nonsense"},
+     "sasl.jaas.config"),
+])
+def test_sasl_misconfigurations_are_refused_at_start_up(tmp_path: Path, props: dict[str, str], says: str) -> None:
+    port = free_port()
+    line = _start_fails(tmp_path, {"listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},PLAINTEXT://127.0.0.1:"
+                                                f"{free_port()}", "inter.broker.listener.name": "PLAINTEXT", **props})
+    assert says in line, line
