@@ -111,6 +111,10 @@ async function roundtrip(spec) {
     brokers: [spec.bootstrap],
     logLevel: logLevel.NOTHING,
     retry: { retries: 3, initialRetryTime: 100 },
+    // optional security: {"sasl": {"mechanism": "plain", "username": ..., "password": ...},
+    // "ssl": {"ca": "<path to a PEM CA file>"}}
+    ...(spec.sasl ? { sasl: spec.sasl } : {}),
+    ...(spec.ssl ? { ssl: { ca: [require('fs').readFileSync(spec.ssl.ca, 'utf-8')] } } : {}),
   })
   const out = { codec: spec.codec }
   const admin = kafka.admin()

@@ -403,17 +403,27 @@ class TlsConnection(Connection):
                     del buf  # (the frame buffer may grow next: no view of it may be left here)
             except ssl.SSLWantReadError:
                 break
-            except ssl.SSLZeroReturnError:  # the client's close_notify
-                self.close()
-                return
+            except ssl.SSLZeroReturnError:
+                n = 0
             except (ssl.SSLError, ValueError) as e:
                 self._tls_failed("TLS", e)
                 return
-            if not n:
-                break
+            if not n:  # the client's close_notify (no data raises SSLWantReadError): answer with ours
+                self._shut_down()
+                return
             frames.advance(n)
             self._process_frames()
         self._send_tls()  # (TLS 1.3 session tickets and the like)
+
+    def _shut_down(self) -> None:
+        try:
+            self.tls.unwrap()
+        except (ssl.SSLError, ValueError):
+            pass
+        self.close_after_reply()
+        self._send_tls()
+        if not self.wqueue:
+            self.close()
 
     def _resume_reading(self) -> None:
         was = self.reading

@@ -165,3 +165,21 @@ def test_jks_and_missing_keys_are_refused_with_the_reason(tmp_path: Path, pki: P
     assert "JKS" in line and "keytool -importkeystore" in line
     line = _start_fails(tmp_path / "nokey", {})
     assert "needs a key and certificate" in line
+
+
+def test_a_client_closing_tls_cleanly_gets_the_brokers_close_notify(tmp_path: Path, pki: Pki) -> None:
+    """asyncio's TLS clients (aiokafka) wait for the peer's close_notify when they close: 30 s
+    each if the broker never sends one."""
+    b = tls_broker(tmp_path, pki).start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        with ctx.wrap_socket(socket.create_connection((b.host, b.port), timeout=10), server_hostname="127.0.0.1") as s:
+            head = b"\x00\x12\x00\x00\x00\x00\x00\x01\x00\x01t"  # ApiVersions v0
+            s.sendall(len(head).to_bytes(4, "big") + head)
+            size = int.from_bytes(s.recv(4), "big")
+            while size:
+                size -= len(s.recv(size))
+            s.settimeout(5)
+            s.unwrap().close()  # raises TimeoutError without the broker's close_notify
+    finally:
+        b.close()
