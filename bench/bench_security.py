@@ -12,12 +12,15 @@ librdkafka (confluent-kafka) through that listener:
 
     PYTHONPATH=. .venv/bin/python bench/bench_security.py --rounds 3
 
-Reported: medians over the rounds, and each listener's ratio to PLAINTEXT.
+Reported: medians over the rounds, and each listener's ratio to PLAINTEXT; also the broker's
+own CPU per MB in the produce and consume phases (read from /proc), steadier than records/s
+on a shared 2-core machine where the client does TLS too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -33,6 +36,14 @@ from tests.pki import make_pki
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_bench="bench-secret";')
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def client_conf(protocol: str, bootstrap: str, ca: Path) -> dict[str, Any]:
@@ -120,26 +131,38 @@ def main() -> None:
                  "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS, "log.retention.bytes": str(1 << 30)}
         b = BrokerProcess(Path(d) / "broker", props, port=ports["PLAINTEXT"]).start()
         results: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n in LISTENERS}
+        cpu: dict[str, list[tuple[float, float]]] = {n: [] for n in LISTENERS}
         try:
             for rnd in range(1, args.rounds + 1):
                 for name in LISTENERS:
                     conf = client_conf(name, f"127.0.0.1:{ports[name]}", pki.ca)
                     topic = f"s-{name.lower()}-{uuid.uuid4().hex[:6]}"
                     create(conf, topic)
+                    assert b.proc is not None
+                    mb = args.num * args.size / 1e6
+                    c0 = cpu_seconds(b.proc.pid)
                     prod = produce(conf, topic, args.num, args.size)
+                    c1 = cpu_seconds(b.proc.pid)
                     cons = consume(conf, topic, args.num)
+                    c2 = cpu_seconds(b.proc.pid)
                     p50, p99 = latency(conf, topic, args.rate, args.seconds)
                     results[name].append((prod, cons, p50, p99))
+                    cpu[name].append(((c1 - c0) * 1e6 / mb, (c2 - c1) * 1e6 / mb))
                     print(f"round {rnd} {name:>14}: produce {prod:>9,.0f} rec/s  consume {cons:>9,.0f} rec/s  "
-                          f"latency p50 {p50:5.2f} ms p99 {p99:6.2f} ms", flush=True)
+                          f"latency p50 {p50:5.2f} ms p99 {p99:6.2f} ms  broker CPU/MB produce "
+                          f"{cpu[name][-1][0]:5.0f} us consume {cpu[name][-1][1]:5.0f} us", flush=True)
         finally:
             b.close()
     base = [statistics.median(x[i] for x in results["PLAINTEXT"]) for i in range(4)]
     print(f"\nmedians over {args.rounds} rounds ({args.size} B records), ratio to PLAINTEXT")
+    base_cpu = [statistics.median(x[i] for x in cpu["PLAINTEXT"]) for i in range(2)]
     for name in LISTENERS:
         med = [statistics.median(x[i] for x in results[name]) for i in range(4)]
+        mcpu = [statistics.median(x[i] for x in cpu[name]) for i in range(2)]
         print(f"{name:>14}: produce {med[0]:>9,.0f} ({med[0] / base[0]:.2f}x)  consume {med[1]:>9,.0f} "
-              f"({med[1] / base[1]:.2f}x)  p50 {med[2]:.2f} ms  p99 {med[3]:.2f} ms ({med[3] / base[3]:.2f}x)")
+              f"({med[1] / base[1]:.2f}x)  p50 {med[2]:.2f} ms  p99 {med[3]:.2f} ms ({med[3] / base[3]:.2f}x)  "
+              f"broker CPU/MB produce {mcpu[0]:.0f} us ({mcpu[0] / base_cpu[0]:.2f}x) consume {mcpu[1]:.0f} us "
+              f"({mcpu[1] / base_cpu[1]:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -344,6 +344,8 @@ class Connection:
 
 
 _TLS_RAW = memoryview(bytearray(SCRATCH))  # TLS records as they arrive (then decrypted into `frames`)
+_TLS_FILE = memoryview(bytearray(SCRATCH))  # fetched file bytes on their way into TLS records
+_TLS_OUT_PIECE = 64 * 1024
 _tls_log = RateLimitedLog(log, 10.0)
 
 
@@ -445,19 +447,45 @@ class TlsConnection(Connection):
                 self._on_writable()
 
     def _enqueue(self, out: Out) -> None:
+        """Encrypt the response part by part: its bytes as they are, its file slices read in
+        256 KiB pieces into one reused buffer; the TLS records go to the write queue in 64 KiB
+        pieces. (One whole-response copy, a join and one big read of the BIO each allocated
+        ~1 MB per fetch: page faults that cost more than the encryption.)"""
+        view = memoryview(out)
+        start = 0
         try:
-            chunk = _inline(out) if out.slices else memoryview(out)
-            view = memoryview(chunk)
-            while view:
-                n = self.tls.write(view)
-                view = view[n:]
+            for pos, sl in out.slices:
+                if pos > start:
+                    self._encrypt(view[start:pos])
+                if sl.size:
+                    self._encrypt_file(sl.fd, sl.position, sl.size)
+                start = pos
+            if start < len(view):
+                self._encrypt(view[start:])
         except (FrameError, OSError, ssl.SSLError) as e:
             log.warning("closing connection from %s: %s", self.peer_str, e)
             self.close()
-            return
-        data = self.outgoing.read()
-        self.wqueue.append(memoryview(data))
-        self.queued_out += len(data)
+
+    def _encrypt(self, data: memoryview) -> None:
+        while data:
+            n = self.tls.write(data)
+            data = data[n:]
+        outgoing, wqueue = self.outgoing, self.wqueue
+        while outgoing.pending:
+            chunk = outgoing.read(_TLS_OUT_PIECE)
+            wqueue.append(memoryview(chunk))
+            self.queued_out += len(chunk)
+
+    def _encrypt_file(self, fd: int, position: int, size: int) -> None:
+        buf = _TLS_FILE
+        while size:
+            want = min(size, len(buf))
+            n = os.preadv(fd, [buf[:want]], position)
+            if n <= 0:
+                raise FrameError("log segment shrank under a fetch")
+            self._encrypt(buf[:n])
+            position += n
+            size -= n
 
 
 def _inline(out: Out) -> bytes:
