@@ -8,6 +8,7 @@ raw requests where a test must hold a request in flight (a JoinGroup parked in a
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -74,7 +75,16 @@ def join_request(group: str, member_id: str) -> dict[str, Any]:
 
 
 def joined(rc: RawClient, group: str) -> Any:
-    first: Any = rc.request(11, 7, join_request(group, ""))
+    # The broker asked named the coordinator from its own view; the coordinator may take a moment
+    # more to see itself lead that __consumer_offsets partition (NOT_COORDINATOR meanwhile, which
+    # a client retries): wait for it, as a client would, then expect Kafka's answer.
+    deadline = time.monotonic() + 30
+    while True:
+        first: Any = rc.request(11, 7, join_request(group, ""))
+        if first.error_code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) \
+                or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     return first.member_id
 
