@@ -83,8 +83,12 @@ class BrokerProcess:
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout)
-        return rc
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            # Its log ends with every thread's stack when the shutdown stalls (SHUTDOWN_STALL_S).
+            raise AssertionError(f"broker {self.port} did not stop within {timeout} s of SIGTERM; its log ends:\n"
+                                 + self.log_text()[-12000:]) from None
 
     def kill9(self) -> None:
         assert self.proc is not None

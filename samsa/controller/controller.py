@@ -111,6 +111,9 @@ class Controller:
         # Replicas whose log dir failed, per broker, until it registers again (a restart).
         self.offline_replicas: dict[int, set[TP]] = {}
         self.assignments: dict[str, zkdata.TopicAssignment] = {}
+        # Topic ids this controller deleted: a watch delivery of such an assignment queued before
+        # the deletion ran is stale (a topic created again under the name has a new id).
+        self._deleted_ids: set[Any] = set()
         self.events = EventQueue("controller", log)
         self.closing = False
         self._term = 0  # bumped at every activation and resign: events of an old term are dropped
@@ -252,6 +255,7 @@ class Controller:
                 w.cancel()
         self._watches, self._topic_watches = [], {}
         self.assignments.clear()
+        self._deleted_ids.clear()
         for task in self._probes.values():
             task.cancel()
         self._probes.clear()
@@ -578,6 +582,8 @@ class Controller:
         except (ValueError, KeyError, TypeError) as e:
             log.warning("Ignoring the unreadable assignment of %s: %s", name, e)
             return
+        if assignment.topic_id in self._deleted_ids:
+            return  # queued before this controller deleted it
         before = self.assignments.get(name)
         if before is not None and before.topic_id != assignment.topic_id:
             self._forget_written(name)  # deleted and created again: versions start over
@@ -604,10 +610,22 @@ class Controller:
     async def _on_delete_topics(self, names: list[str]) -> None:
         for name in names:
             try:
-                if await self.store.get(zkdata.topic_path(name)) is not None:
-                    await self.store.delete(zkdata.topic_path(name), recursive=True)
+                # The config before the assignment: once the assignment is gone the name may be
+                # created again at once, with a config of its own that must not be deleted.
                 if await self.store.get(zkdata.topic_config_path(name)) is not None:
                     await self.store.delete(zkdata.topic_config_path(name))
+                node = await self.store.get(zkdata.topic_path(name))
+                if node is not None:
+                    try:
+                        self._deleted_ids.add(zkdata.TopicAssignment.decode(node[0]).topic_id)
+                    except (ValueError, KeyError, TypeError):
+                        pass  # (unreadable: nothing of it was ever taken in)
+                    await self.store.delete(zkdata.topic_path(name), recursive=True)
+                # Gone for this controller's decisions now, not when the watch says so: an
+                # election queued meanwhile (a failover) would write its partition states and
+                # so bring the topic's node back.
+                self.assignments.pop(name, None)
+                self._forget_written(name)
                 await self.store.delete(zkdata.delete_topic_path(name))
                 log.info("Deleted topic %s", name)
             except NoNode:

@@ -23,9 +23,11 @@ written, and the process exits 0.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
 import signal
 import ssl
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -663,6 +665,7 @@ class Broker:
         )
         await self._stopping.wait()
         log.info("Samsa broker %d shutting down", self.node_id)
+        _stall_report(SHUTDOWN_STALL_S)
         await self.controlled_shutdown()
         await self.shutdown()
         log.info("Samsa broker %d stopped %s", self.node_id, "cleanly" if not self.exit_code else
@@ -758,10 +761,26 @@ def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) 
             log.warning("Could not write %s: %s", path, e.strerror or e)
 
 
+# A shutdown is bounded by controlled.shutdown.* and the flush of the logs; one still running
+# after this long is stuck somewhere, and every thread's stack says where.
+SHUTDOWN_STALL_S = 15.0
+
+
+def _stall_report(after_s: float) -> None:
+    try:
+        sys.stderr.flush()
+        faulthandler.dump_traceback_later(after_s, file=sys.stderr)
+    except (ValueError, OSError, AttributeError):
+        pass  # (no real stderr: nothing to write the report to)
+
+
 def run_broker(config: BrokerConfig) -> int:
     broker = Broker(config)
     try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(broker.run())
-    return uvloop.run(broker.run())
+        try:
+            import uvloop
+        except ImportError:
+            return asyncio.run(broker.run())
+        return uvloop.run(broker.run())
+    finally:
+        faulthandler.cancel_dump_traceback_later()

@@ -92,8 +92,7 @@ def test_start_up_waits_for_zookeeper_within_the_connection_timeout(broker_facto
         assert b.stop() == 0
     finally:
         t.join()
-        if b.proc is not None and b.proc.poll() is None:
-            b.proc.kill()
+        b.close()
         for p in zk_proc:
             p.terminate()
             p.wait(10)
