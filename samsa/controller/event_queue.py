@@ -39,6 +39,7 @@ class EventQueue:
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._busy = False
+        self._stopped = False
         self.processed = 0
         self._drain_waiters: list[asyncio.Future[None]] = []
 
@@ -82,19 +83,27 @@ class EventQueue:
 
     async def stop(self) -> None:
         self.clear()
+        self._stopped = True
         if self._task is not None:
+            # The flag as well as the cancellation: Python 3.11's asyncio.wait_for drops a
+            # cancellation that arrives as its inner wait completes (the controller's failover
+            # waits so for the view), and the task then went back to waiting for events forever.
+            if self._wake is not None:
+                self._wake.set()
             self._task.cancel()
             try:
                 await self._task
             except asyncio.CancelledError:
-                pass
+                me = asyncio.current_task()
+                if me is not None and me.cancelling():
+                    raise  # (stop() itself was cancelled, not just the task it ended)
             self._task = None
 
     async def _run(self) -> None:
         assert self._wake is not None
         events = self._events
         started = self._clock()
-        while True:
+        while not self._stopped:
             if not events:
                 if self._drain_waiters:
                     waiters, self._drain_waiters = self._drain_waiters, []

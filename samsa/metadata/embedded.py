@@ -76,6 +76,7 @@ class EmbeddedStore:
         self._loop = loop
         self._nodes: dict[str, Node] = {"/": (b"", 0)}
         self._kids: dict[str, set[str]] = {}
+        self._sequences: dict[str, int] = {}  # parent -> its next sequential child's number
         self._ephemeral: set[str] = set()
         for p in sorted(nodes):
             self._put(p, nodes[p])
@@ -240,6 +241,23 @@ class EmbeddedStore:
         b = self._new_batch()
         self._do_create(b, path, data, ephemeral, make_parents)
         await self._submit(b)
+
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        """(see store.py) The counter is the parent's: one above the largest sequence its
+        children have had since the store opened (or have now)."""
+        parent = parent_of(prefix)
+        n = self._sequences.get(parent)
+        if n is None:
+            n = 1 + max((int(k[-10:]) for k in self._kids.get(parent, ()) if k[-10:].isdigit()), default=-1)
+        path = f"{prefix}{n:010d}"
+        while path in self._nodes:  # (a child named so by hand)
+            n += 1
+            path = f"{prefix}{n:010d}"
+        self._sequences[parent] = n + 1
+        b = self._new_batch()
+        self._do_create(b, path, data, False, True)
+        await self._submit(b)
+        return path
 
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         b = self._new_batch()

@@ -8,6 +8,12 @@
                                                    "controller_epoch":1}
     /config/topics/<topic>                        {"version":1,"config":{"retention.ms":"1000"}}
     /config/brokers/<id> and /config/brokers/<default>
+    /config/users/<user>, /config/clients/<client-id>, /config/users/<user>/clients/<client-id>
+                                                  {"version":1,"config":{"producer_byte_rate":"1048576",
+                                                   "SCRAM-SHA-256":"salt=...,stored_key=...,..."}}
+                                                  (names URL-encoded as Kafka's Sanitizer does;
+                                                   <default> is the default entity)
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"users/alice"}
     /admin/delete_topics/<topic>
     /admin/controlled_shutdown/<id>               (ephemeral) a broker asks the controller to move its leaders
     /controller, /controller_epoch
@@ -32,6 +38,11 @@ CONTROLLED_SHUTDOWN = "/admin/controlled_shutdown"  # Samsa's: <id> children ask
 CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 DEFAULT_BROKER = "<default>"
+DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeper name of a default user or client-id
+USER_CONFIGS = "/config/users"
+CLIENT_CONFIGS = "/config/clients"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
 
 
 def broker_path(broker_id: int) -> str:
@@ -137,3 +148,40 @@ def encode_config(config: dict[str, str]) -> bytes:
 
 def decode_config(data: bytes) -> dict[str, str]:
     return dict(loads(data).get("config", {}))
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user or client-id as a ZooKeeper node name (Java's
+    URLEncoder, with ' ' as %20 and '*' as %2A). `<default>` is left as it is by callers."""
+    from urllib.parse import quote
+
+    return quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize (Java's URLDecoder: '+' is a space)."""
+    from urllib.parse import unquote_plus
+
+    return unquote_plus(name)
+
+
+def entity_path(user: str | None = None, client_id: str | None = None) -> str:
+    """The entity path of Kafka's config change notifications ("users/alice",
+    "users/alice/clients/app", "clients/app"); names are Kafka's raw names, `<default>` for a
+    default (None means the entity type is not part of the path)."""
+
+    def node(name: str) -> str:
+        return name if name == DEFAULT_ENTITY else sanitize(name)
+
+    if user is not None and client_id is not None:
+        return f"users/{node(user)}/clients/{node(client_id)}"
+    if user is not None:
+        return f"users/{node(user)}"
+    if client_id is not None:
+        return f"clients/{node(client_id)}"
+    raise ValueError("an entity names a user, a client-id or both")
+
+
+def config_change(entity: str) -> bytes:
+    """A /config/changes notification of `entity` (an entity path), Kafka's version 2."""
+    return dumps({"version": 2, "entity_path": entity})

@@ -500,6 +500,11 @@ class ZooKeeperStore:
         except NoNode:
             raise NoNode(parent_of(path)) from None
 
+    async def create_sequential(self, prefix: str, data: bytes) -> str:
+        self._check(prefix)
+        return str(await self._call(prefix, lambda: self._zk.create_async(prefix, data, sequence=True,
+                                                                          makepath=True)))
+
     async def set(self, path: str, data: bytes, version: int = -1) -> int:
         self._check(path)
         return int(await self._call(path, lambda: self._zk.set_async(path, data, version), _version))

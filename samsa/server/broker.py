@@ -48,6 +48,7 @@ from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
 from samsa.server.context import BrokerServices
 from samsa.server.dispatch import Dispatcher, supported_versions
+from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.isr_manager import IsrManager
@@ -88,6 +89,7 @@ class Broker:
         self.admin = AdminManager(self)
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
+        self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
         self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
@@ -153,6 +155,7 @@ class Broker:
         store = self.store
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
         self.cluster = ClusterView(store, self, self.purgatory)
+        self.entity_configs = EntityConfigs(store)
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -185,7 +188,8 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, current_config=self._current_config, topics=self.topics,
             replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
             controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
-            fetch_sessions=self.fetch_sessions, api_versions=supported_versions(HANDLER_MODULES),
+            fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs,
+            api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
             persist_log_start_offsets=self.persist_log_start_offsets)
 
@@ -652,6 +656,7 @@ class Broker:
         self.controller.start()
         await self._retrying("registering", self.session.register)
         await self._retrying("loading the cluster metadata", self.load_cluster)
+        await self._retrying("loading user and client configs", self.entity_configs.start)
         await self.groups.startup()
         for lst in self.listeners:
             lst.serve()
@@ -722,6 +727,8 @@ class Broker:
             await self.controller.stop()
         if self.cluster is not None:
             await self.cluster.stop()
+        if self.entity_configs is not None:
+            await self.entity_configs.stop()
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()

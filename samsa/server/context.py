@@ -41,6 +41,7 @@ from samsa.controller.controller import Controller
 from samsa.protocol.messages import RequestHeader
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
+from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import GroupManager
 from samsa.server.network import ANONYMOUS
@@ -92,6 +93,7 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     purgatory: Purgatory
     fetch_sessions: FetchSessionCache
+    entity_configs: EntityConfigs  # users' and client-ids' configs (quotas, SCRAM credentials)
     api_versions: list[tuple[int, int, int]]  # (api key, min version, max version), from the handler registry
     endpoints: Callable[[str], list[Endpoint]]  # this broker's endpoint on a listener ([] if it has none)
     topic_ready: Callable[[str], bool]  # the topic exists and each of its partitions has a leader
@@ -187,6 +189,10 @@ class RequestContext:
     @property
     def fetch_sessions(self) -> FetchSessionCache:
         return self.services.fetch_sessions
+
+    @property
+    def entity_configs(self) -> EntityConfigs:
+        return self.services.entity_configs
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:

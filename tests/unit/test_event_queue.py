@@ -158,3 +158,30 @@ def test_drained_waits_for_events_that_queue_more_events() -> None:
         return seen
 
     assert asyncio.run(main()) == ["second", "drained"]
+
+
+def test_stop_ends_the_task_even_when_a_wait_for_swallows_the_cancellation() -> None:
+    """Python 3.11's asyncio.wait_for returns normally when the cancellation arrives as its inner
+    wait completes: the queue's task then carried on and waited for events forever, and a
+    broker stopping just after start-up hung (the controller's failover waits so for the view)."""
+
+    async def main() -> None:
+        q = EventQueue("t", logging.getLogger("t"))
+        q.start()
+        done = asyncio.Event()
+        waiting = asyncio.Event()
+
+        async def handler() -> None:
+            waiting.set()
+            await asyncio.wait_for(done.wait(), 30)
+
+        q.put(handler)
+        await waiting.wait()
+        done.set()  # the inner wait completes in the same turn as the cancellation below
+        stopping = asyncio.ensure_future(q.stop())
+        finished, _ = await asyncio.wait({stopping}, timeout=5)
+        if not finished:
+            stopping.cancel()
+        assert finished, "EventQueue.stop() did not return"
+
+    asyncio.run(main())

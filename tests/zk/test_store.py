@@ -98,6 +98,19 @@ async def test_children(store: MetadataStore) -> None:
 
 
 @contract
+async def test_sequential_nodes_count_up_past_deleted_ones(store: MetadataStore) -> None:
+    first = await store.create_sequential("/config/changes/config_change_", b"a")
+    assert first.startswith("/config/changes/config_change_") and len(first) == len("/config/changes/config_change_") + 10
+    second = await store.create_sequential("/config/changes/config_change_", b"b")
+    assert int(second[-10:]) > int(first[-10:])
+    await store.delete(second)
+    third = await store.create_sequential("/config/changes/config_change_", b"c")
+    assert int(third[-10:]) > int(second[-10:])  # never a number used before
+    assert await store.get(third) == (b"c", 0)
+    assert await store.children("/config/changes") == sorted(p.rsplit("/", 1)[1] for p in (first, third))
+
+
+@contract
 async def test_delete(store: MetadataStore) -> None:
     await store.create("/t/p/0", b"")
     await store.create("/t/p/1", b"")
