@@ -15,6 +15,8 @@
                                                    <default> is the default entity)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"users/alice"}
     /admin/delete_topics/<topic>
+    /samsa/scram_secret                           (Samsa's) random bytes, base64: unknown SCRAM users'
+                                                  salts are derived from it (server/scram.py)
     /admin/controlled_shutdown/<id>               (ephemeral) a broker asks the controller to move its leaders
     /controller, /controller_epoch
 """
@@ -43,6 +45,8 @@ USER_CONFIGS = "/config/users"
 CLIENT_CONFIGS = "/config/clients"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# Samsa's: the cluster's secret (base64) from which unknown SCRAM users' fake salts are derived
+SCRAM_SECRET = "/samsa/scram_secret"
 
 
 def broker_path(broker_id: int) -> str:

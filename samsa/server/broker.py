@@ -58,6 +58,7 @@ from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.scram import ScramCredentials
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
@@ -90,6 +91,7 @@ class Broker:
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
         self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
+        self.scram = ScramCredentials()  # SCRAM users, from entity_configs (SASL listeners read it)
         self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
@@ -156,6 +158,7 @@ class Broker:
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
         self.cluster = ClusterView(store, self, self.purgatory)
         self.entity_configs = EntityConfigs(store)
+        self.entity_configs.add_listener(self.scram.on_entity)
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -578,7 +581,8 @@ class Broker:
             if protocol.startswith("SASL"):
                 mechanisms = [str(m).upper() for m in cfg.for_listener(name, "sasl.enabled.mechanisms")]
                 try:
-                    auth = sasl.listener_sasl(name, mechanisms, {m: cfg.jaas_config(name, m) for m in mechanisms})
+                    auth = sasl.listener_sasl(name, mechanisms, {m: cfg.jaas_config(name, m) for m in mechanisms},
+                                              self.scram)
                 except sasl.SaslConfigError as e:
                     raise ConfigError(str(e)) from None
             context = tls.server_context(cfg, name) if protocol in ("SSL", "SASL_SSL") else None
@@ -656,6 +660,7 @@ class Broker:
         self.controller.start()
         await self._retrying("registering", self.session.register)
         await self._retrying("loading the cluster metadata", self.load_cluster)
+        await self._retrying("reading the SCRAM secret", lambda: self.scram.load_secret(self.entity_configs.store))
         await self._retrying("loading user and client configs", self.entity_configs.start)
         await self.groups.startup()
         for lst in self.listeners:
