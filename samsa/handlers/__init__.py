@@ -3,6 +3,7 @@
 from samsa.handlers import (
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -14,6 +15,7 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -71,4 +73,6 @@ HANDLER_MODULES = [
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]

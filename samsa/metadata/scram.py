@@ -26,6 +26,8 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
+from samsa.metadata import zkdata
+
 
 @dataclass(frozen=True)
 class ScramMechanism:
@@ -64,6 +66,12 @@ class ScramCredential:
 
     def __repr__(self) -> str:  # (never a key in a log line or a traceback)
         return f"ScramCredential(iterations={self.iterations}, salt=[hidden], keys=[hidden])"
+
+
+def user_entity(user: str) -> str:
+    """The entity path of a SCRAM user's config: its name always sanitized, as Kafka's SCRAM
+    paths do (a user named <default> is not the default user)."""
+    return f"users/{zkdata.sanitize(user)}"
 
 
 def salted_password(mechanism: ScramMechanism, password: str, salt: bytes, iterations: int) -> bytes:

@@ -98,10 +98,10 @@ class ScramCredentials:
 
     def on_entity(self, entity: str, config: dict[str, str]) -> None:
         """EntityConfigs listener: `config` is the whole config of `entity` ({} when deleted)."""
-        if not entity.startswith("users/") or "/clients/" in entity:
-            return
+        if not entity.startswith("users/") or "/clients/" in entity or entity == f"users/{zkdata.DEFAULT_ENTITY}":
+            return  # (a user literally named <default> is users/%3Cdefault%3E: Kafka's SCRAM paths)
         user, _ = parse_entity(entity)
-        if user is None or user == zkdata.DEFAULT_ENTITY:
+        if user is None:
             return
         for name, creds in self._creds.items():
             text = config.get(name)
