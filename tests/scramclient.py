@@ -38,7 +38,8 @@ class ScramClient:
         self.bare = f"n={name},r={self.nonce}"
         return (self.gs2 + self.bare).encode()
 
-    def final(self, server_first: bytes) -> bytes:
+    def final(self, server_first: bytes, nonce_prefix: str = "") -> bytes:
+        """`nonce_prefix`: put before the nonce, as librdkafka 2.0 does (its own nonce again)."""
         text = server_first.decode()
         fields = dict(item.split("=", 1) for item in text.split(","))
         assert fields["r"].startswith(self.nonce)
@@ -46,7 +47,7 @@ class ScramClient:
         salted = hashlib.pbkdf2_hmac(self.h, self.password.encode(), salt, iterations)
         client_key = hmac.new(salted, b"Client Key", self.h).digest()
         stored_key = hashlib.new(self.h, client_key).digest()
-        without_proof = f"c={b64(self.gs2.encode())},r={fields['r']}"
+        without_proof = f"c={b64(self.gs2.encode())},r={nonce_prefix}{fields['r']}"
         auth = f"{self.bare},{text},{without_proof}".encode()
         signature = hmac.new(stored_key, auth, self.h).digest()
         proof = bytes(a ^ b for a, b in zip(client_key, signature))

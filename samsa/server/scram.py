@@ -218,7 +218,9 @@ class ScramExchange:
             return self._refused(f"malformed base64 in the SCRAM client-final message from user {user!r}")
         if cbind != self._gs2.encode():
             return self._refused(f"the SCRAM channel binding of user {user!r} does not repeat its gs2 header")
-        if m.group("nonce") != self._nonce:
+        # Ends with: as Kafka checks it. (librdkafka 2.0 repeats its own nonce in front; RFC 5802
+        # wants the exact nonce, which still must end the client's.)
+        if not m.group("nonce").endswith(self._nonce):
             return self._refused(f"invalid nonce in the SCRAM client-final message from user {user!r}")
         mech = self.mechanism
         auth_message = f"{self._auth_first},{m.group('without_proof')}".encode()

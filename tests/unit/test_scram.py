@@ -109,6 +109,18 @@ def test_authzid_equal_to_the_user_and_escaped_names() -> None:
     assert final is not None and final.principal == "User:a,b=c"
 
 
+def test_a_nonce_that_ends_with_ours_is_accepted_as_kafka_does() -> None:
+    """librdkafka 2.0 (Debian's, kcat's) sends its client nonce twice in the client-final message."""
+    creds = creds_with("alice", "pw")
+    c = ScramClient("SCRAM-SHA-256", "alice", "pw")
+    x = ScramExchange(fmt.SCRAM_SHA_256, creds)
+    final = x.step(c.final(x.step(c.first()).reply, nonce_prefix=c.nonce))
+    assert final.principal == "User:alice" and c.verify(final.reply)
+    x = ScramExchange(fmt.SCRAM_SHA_256, creds)
+    first = x.step(c.first()).reply
+    assert x.step(c.final(first).replace(b",r=" + c.nonce.encode(), b",r=" + c.nonce.encode()[:-1])).failure
+
+
 def test_bad_client_final_messages_fail() -> None:
     creds = creds_with("alice", "pw")
 
