@@ -146,8 +146,14 @@ class PartitionState:
                    version)
 
 
+def _in_order(doc: dict[str, Any]) -> bytes:
+    """Keys in the order given, as Kafka's Json.encodeAsBytes of a Scala Map writes them."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def encode_config(config: dict[str, str]) -> bytes:
-    return dumps({"version": 1, "config": config})
+    """Kafka's ConfigEntityZNode bytes: {"version":1,"config":{...}} (the keys sorted)."""
+    return _in_order({"version": 1, "config": dict(sorted(config.items()))})
 
 
 def decode_config(data: bytes) -> dict[str, str]:
@@ -187,5 +193,6 @@ def entity_path(user: str | None = None, client_id: str | None = None) -> str:
 
 
 def config_change(entity: str) -> bytes:
-    """A /config/changes notification of `entity` (an entity path), Kafka's version 2."""
-    return dumps({"version": 2, "entity_path": entity})
+    """A /config/changes notification of `entity` (an entity path), Kafka's version 2:
+    {"version":2,"entity_path":"users/alice"}."""
+    return _in_order({"version": 2, "entity_path": entity})
