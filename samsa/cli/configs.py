@@ -1,4 +1,5 @@
-"""`samsa configs`: kafka-configs.sh for topics and brokers — describe, and alter incrementally.
+"""`samsa configs`: kafka-configs.sh for topics and brokers — describe, and alter incrementally;
+users' SCRAM credentials are in user_configs.py.
 
 Output is Kafka's ConfigCommand's: `Dynamic configs for topic t are:` (or `All configs ...` with
 `--all`, `Default configs for brokers in the cluster are:` for `--entity-default`) followed by
@@ -15,10 +16,11 @@ from typing import Any, NamedTuple
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from samsa.cli import client as cl
+from samsa.cli import user_configs
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.protocol.errors import ErrorCode
 
-_TYPES = ("topics", "brokers")
+_TYPES = ("topics", "brokers", "users")
 _BROKER = 4  # ConfigResource type id
 _DYNAMIC_SOURCE = {
     "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
@@ -34,6 +36,8 @@ def build_parser() -> ArgumentParser:
         description="Describe and alter topic and broker configs (like kafka-configs.sh).",
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The Kafka server to connect to.")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="Change users' SCRAM credentials straight in ZooKeeper (e.g. before any broker runs).")
     p.add_argument(
         "--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client."
     )
@@ -42,8 +46,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument(
         "--all", action="store_true", help="List all configs for the given entity, including static configs."
     )
-    p.add_argument("--entity-type", metavar="TYPE", help="Type of entity (topics/brokers).")
-    p.add_argument("--entity-name", metavar="NAME", help="Name of entity (topic name/broker id).")
+    p.add_argument("--entity-type", metavar="TYPE", help="Type of entity (topics/brokers/users).")
+    p.add_argument("--entity-name", metavar="NAME", help="Name of entity (topic name/broker id/user principal).")
     p.add_argument(
         "--entity-default", action="store_true", help="Default entity name for brokers (cluster-wide defaults)."
     )
@@ -128,9 +132,13 @@ def run(argv: list[str]) -> int:
         p.error(
             'Option "[describe]" can\'t be used with options "[add-config]", "[add-config-file]" or "[delete-config]"'
         )
-    if not a.bootstrap_server:
+    if not a.bootstrap_server and not a.zookeeper:
         p.error("--bootstrap-server must be specified")
+    if a.bootstrap_server and a.zookeeper:
+        p.error("Only one of --bootstrap-server or --zookeeper must be specified")
     etype, name = _entity(p, a)
+    if a.zookeeper and etype != "users":
+        p.error("--zookeeper changes only users' SCRAM credentials; use --bootstrap-server for " + etype)
     if a.alter:
         if name is None:
             p.error(
@@ -145,6 +153,10 @@ def run(argv: list[str]) -> int:
                 "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
             )
 
+    if etype == "users":
+        to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
+        to_set.update(parse_add_config(a.add_config) if a.add_config else {})
+        return user_configs.run(a, name, to_set, parse_delete_config(a.delete_config))
     props = cl.load_properties(a.command_config) if a.command_config else {}
     errors = cl.ClientErrors()
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
