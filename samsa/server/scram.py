@@ -188,10 +188,11 @@ class ScramExchange:
             return self._refused("the authorization id differs from the user name",
                                  "Authentication failed: Client requested an authorization id that is different "
                                  "from username")
+        fake = self.credentials.fake(self.mechanism, user)  # (made for every user: the same work)
         cred = self.credentials.get(self.mechanism.name, user)
         self._known = cred is not None
         if cred is None:
-            cred = self.credentials.fake(self.mechanism, user)
+            cred = fake
         elif cred.iterations < self.mechanism.min_iterations:
             return self._refused(f"user {user!r}'s {self.mechanism.name} credential has {cred.iterations} iterations, "
                                  f"under the minimum {self.mechanism.min_iterations}")
