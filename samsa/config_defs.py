@@ -183,7 +183,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("sasl.enabled.mechanisms", "list", ["GSSAPI"],
        "SASL mechanisms a SASL listener offers: PLAIN (GSSAPI, Kafka's default, is refused)."),
     _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
-       "SASL mechanism between brokers (replication over SASL is not supported yet)." + _UNUSED),
+       "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
+       "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),
     _b("connections.max.reauth.ms", "long", 0,
        "Longest SASL session before the client must authenticate again (0: no limit)." + _UNUSED, at_least(0)),
     _b("ssl.principal.mapping.rules", "string", "DEFAULT",

@@ -58,6 +58,7 @@ from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.sasl_client import CLIENT_MECHANISMS, SaslLogin
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
@@ -96,6 +97,7 @@ class Broker:
         self.fetchers = ReplicaFetcherManager(self)
         self.inter_broker_listener = inter_broker_listener(config)
         self.inter_broker_ssl: ssl.SSLContext | None = None  # set by start_listeners (TLS between brokers)
+        self.inter_broker_sasl: SaslLogin | None = None  # set by start_listeners (SASL between brokers)
         self.zk_mode = bool(config.get("zookeeper.connect"))
         self.exit_code = 0
         self._saved_hw: dict[tuple[str, int], int] = {}
@@ -568,9 +570,8 @@ class Broker:
                               f"{self.inter_broker_listener} is not one of the listeners ({', '.join(names)})")
         inter = cfg.protocol_of(self.inter_broker_listener)
         if inter.startswith("SASL") and self.zk_mode:  # (one broker alone has no inter-broker traffic)
-            raise ConfigError(f"inter-broker listener {self.inter_broker_listener}: replication over {inter} is not "
-                              "supported yet; let inter.broker.listener.name name a PLAINTEXT or SSL listener")
-        if inter == "SSL":
+            self.inter_broker_sasl = inter_broker_login(cfg, self.inter_broker_listener)
+        if inter in ("SSL", "SASL_SSL"):
             self.inter_broker_ssl = tls.client_context(cfg, self.inter_broker_listener)
         for name, host, port in cfg.listeners():
             protocol = cfg.protocol_of(name)
@@ -758,6 +759,30 @@ def inter_broker_listener(config: BrokerConfig) -> str:
     if config.is_set("security.inter.broker.protocol"):
         return str(config.get("security.inter.broker.protocol")).upper()
     return config.listeners()[0].name if config.listeners() else "PLAINTEXT"
+
+
+def inter_broker_login(config: BrokerConfig, listener: str) -> SaslLogin:
+    """What this broker authenticates with towards the others on a SASL inter-broker listener:
+    sasl.mechanism.inter.broker.protocol, with the username and password of that listener's
+    JAAS config for the mechanism (Kafka's rule)."""
+    mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
+    enabled = [str(m).upper() for m in config.for_listener(listener, "sasl.enabled.mechanisms")]
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    if mechanism not in CLIENT_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers authenticate to each other with "
+                          f"{', '.join(CLIENT_MECHANISMS)} (GSSAPI, Kafka's default, is not supported)")
+    if mechanism not in enabled:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
+                          f"listener {listener} (sasl.enabled.mechanisms: {', '.join(enabled) or 'none'})")
+    text = config.jaas_config(listener, mechanism)
+    try:
+        _, options = sasl.parse_jaas(text or "")
+    except sasl.SaslConfigError as e:
+        raise ConfigError(f"{key}: {e}") from None
+    if not options.get("username") or "password" not in options:
+        raise ConfigError(f"{key} needs username=\"...\" password=\"...\": what this broker logs in with to the "
+                          "other brokers")
+    return SaslLogin(mechanism, options["username"], options["password"])
 
 
 def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:
