@@ -130,11 +130,71 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
+def jaas_login(props: dict[str, str]) -> tuple[str, str] | None:
+    """(username, password) of a Java client's sasl.jaas.config (PlainLoginModule or
+    ScramLoginModule), or librdkafka's sasl.username / sasl.password; None if neither is set."""
+    text = props.get("sasl.jaas.config")
+    if text:
+        from samsa.server.sasl import SaslConfigError, parse_jaas
+
+        try:
+            module, options = parse_jaas(text)
+        except SaslConfigError as e:
+            raise CliError(str(e)) from None
+        if not module.endswith(("PlainLoginModule", "ScramLoginModule")):
+            raise CliError(f"sasl.jaas.config: {module} is not supported (PlainLoginModule or ScramLoginModule)")
+        if "username" not in options or "password" not in options:
+            raise CliError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
+        return options["username"], options["password"]
+    if "sasl.username" in props:
+        return props["sasl.username"], props.get("sasl.password", "")
+    return None
+
+
+def _security_to_librdkafka(props: dict[str, str], out: dict[str, str]) -> None:
+    """Java clients' TLS and SASL settings, as librdkafka spells them (PEM and PKCS12 stores)."""
+    login = jaas_login(props)
+    if login is not None:
+        out["sasl.username"], out["sasl.password"] = login
+    if "sasl.mechanism" in props:
+        out["sasl.mechanisms"] = props["sasl.mechanism"]
+    trust = props.get("ssl.truststore.location")
+    if trust:
+        kind = props.get("ssl.truststore.type", "JKS").upper()
+        if kind != "PEM":
+            raise CliError(f"ssl.truststore.type={kind}: give the CA certificates as PEM (ssl.truststore.type=PEM) "
+                           "or as ssl.ca.location")
+        out["ssl.ca.location"] = trust
+    if props.get("ssl.truststore.certificates"):
+        out["ssl.ca.pem"] = props["ssl.truststore.certificates"]
+    keystore = props.get("ssl.keystore.location")
+    if keystore:
+        kind = props.get("ssl.keystore.type", "JKS").upper()
+        if kind == "PEM":  # key and certificate chain in one file
+            out["ssl.certificate.location"] = keystore
+            out["ssl.key.location"] = keystore
+        elif kind == "PKCS12":
+            out["ssl.keystore.location"] = keystore
+            if "ssl.keystore.password" in props:
+                out["ssl.keystore.password"] = props["ssl.keystore.password"]
+        else:
+            raise CliError(f"ssl.keystore.type={kind}: use PEM or PKCS12 (keytool -importkeystore converts JKS)")
+    if props.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+
+
+_SECURITY_KEYS = frozenset({"sasl.jaas.config", "sasl.mechanism", "ssl.truststore.location", "ssl.truststore.type",
+                            "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.location",
+                            "ssl.keystore.type", "ssl.keystore.password", "ssl.endpoint.identification.algorithm",
+                            "sasl.username", "sasl.password"})
+
+
 def to_librdkafka(props: dict[str, str]) -> dict[str, str]:
     """Translate Java client property names to librdkafka's, dropping ones it has no use for."""
     out: dict[str, str] = {}
+    _security_to_librdkafka(props, out)
     for key, value in props.items():
-        if key in _IGNORED:
+        if key in _IGNORED or key in _SECURITY_KEYS:
             continue
         if key in _RENAMED:
             name, convert = _RENAMED[key]
@@ -324,23 +384,91 @@ def source_id(source: Any) -> int:
     return int(source.value) if hasattr(source, "value") else int(source)
 
 
-def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
-    """One request/response over a fresh PLAINTEXT connection, with Samsa's own codec: for the few
-    things librdkafka cannot express (the empty broker-defaults config resource)."""
+def _tls_context(props: dict[str, str]) -> Any:
+    import ssl
+
+    conf: dict[str, str] = {}
+    _security_to_librdkafka(props, conf)
+    ctx = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or props.get("ssl.ca.location"),
+                                     cadata=conf.get("ssl.ca.pem"))
+    cert = conf.get("ssl.certificate.location") or props.get("ssl.certificate.location")
+    if cert:
+        ctx.load_cert_chain(cert, conf.get("ssl.key.location") or props.get("ssl.key.location"),
+                            props.get("ssl.key.password"))
+    if conf.get("ssl.endpoint.identification.algorithm") == "none" or \
+            props.get("ssl.endpoint.identification.algorithm") == "none":
+        ctx.check_hostname = False
+    return ctx
+
+
+def _exchange(sock: socket.socket, api_key: int, version: int, body: dict[str, Any], correlation_id: int) -> Any:
     from samsa.protocol.framing import FrameSplitter
     from samsa.protocol.messages import decode_response, encode_request
 
+    sock.sendall(bytes(encode_request(api_key, version, correlation_id, "samsa-cli", body)))
+    frames = FrameSplitter()
+    while (frame := frames.next_frame()) is None:
+        n = sock.recv_into(frames.buffer())
+        if not n:
+            raise ConnectionError("connection closed by the broker")
+        frames.advance(n)
+    _, msg = decode_response(api_key, version, frame)
+    return msg
+
+
+def _sasl_login(sock: socket.socket, props: dict[str, str]) -> None:
+    from samsa.server.sasl_client import SCRAM_HASHES, SaslClientError, ScramClient
+
+    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
+    login = jaas_login(props)
+    if login is None:
+        raise CliError("security.protocol is SASL_*: set sasl.jaas.config (or sasl.username and sasl.password)")
+    hs = _exchange(sock, 17, 1, {"mechanism": mechanism}, 1)
+    if hs.error_code:
+        raise CliError(f"the broker does not offer SASL mechanism {mechanism} (it offers "
+                       f"{', '.join(hs.mechanisms) or 'none'}): set sasl.mechanism")
+
+    def step(token: bytes) -> bytes:
+        r = _exchange(sock, 36, 2, {"auth_bytes": token}, 2)
+        if r.error_code:
+            raise CliError(f"SASL authentication failed: {r.error_message or 'refused by the broker'}")
+        return bytes(r.auth_bytes)
+
+    user, password = login
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(bytes(encode_request(api_key, version, 1, "samsa-cli", body)))
-            frames = FrameSplitter()
-            while (frame := frames.next_frame()) is None:
-                n = sock.recv_into(frames.buffer())
-                if not n:
-                    raise ConnectionError("connection closed by the broker")
-                frames.advance(n)
-            _, msg = decode_response(api_key, version, frame)
-            return msg
+        if mechanism == "PLAIN":
+            step(b"\0" + user.encode() + b"\0" + password.encode())
+        elif mechanism in SCRAM_HASHES:
+            client = ScramClient(mechanism, user, password)
+            client.verify(step(client.final(step(client.first()))))
+        else:
+            raise CliError(f"SASL mechanism {mechanism} is not supported here (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    except SaslClientError as e:
+        raise CliError(f"SASL authentication failed: {e}") from None
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float,
+                props: dict[str, str] | None = None) -> Any:
+    """One request/response over a fresh connection, with Samsa's own codec: for the few things
+    librdkafka cannot express (the empty broker-defaults config resource, client quotas).
+    `props` are the tool's client properties: security.protocol SSL / SASL_PLAINTEXT / SASL_SSL
+    with their ssl.* and sasl.* settings (Java's or librdkafka's names)."""
+    props = props or {}
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+        raise CliError(f"security.protocol={protocol}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as plain:
+            sock = plain
+            if protocol in ("SSL", "SASL_SSL"):
+                sock = _tls_context(props).wrap_socket(plain, server_hostname=host)
+            try:
+                if protocol.startswith("SASL"):
+                    _sasl_login(sock, props)
+                return _exchange(sock, api_key, version, body, 3)
+            finally:
+                if sock is not plain:
+                    sock.close()
     except (OSError, ValueError) as e:
         raise CliError(f"request to {host}:{port} failed: {e}") from None
 

@@ -171,7 +171,7 @@ class _Configs:
 
     confluent-kafka serves topics and brokers by id, but librdkafka refuses the empty resource name
     that addresses cluster-wide broker defaults (`--entity-default`); those two requests are sent
-    over a plain socket with Samsa's own codec instead (PLAINTEXT listeners only).
+    over a plain socket with Samsa's own codec instead (TLS and SASL from --command-config).
     """
 
     def __init__(self, admin: AdminClient, md: Any, props: dict[str, str], timeout: float) -> None:
@@ -225,11 +225,8 @@ class _Configs:
         _raise_for(result.error_code, result.error_message)
 
     def _raw(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise CliError(f"--entity-default for brokers needs a PLAINTEXT listener (security.protocol={protocol})")
         broker = next(iter(self.md.brokers.values()))
-        return cl.raw_request(broker.host, broker.port, api_key, version, body, self.timeout)
+        return cl.raw_request(broker.host, broker.port, api_key, version, body, self.timeout, self.props)
 
 
 def _raise_for(code: int, message: str | None) -> None:
