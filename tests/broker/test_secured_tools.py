@@ -61,3 +61,21 @@ def test_the_tools_work_over_sasl_ssl_with_a_java_properties_file(tmp_path: Path
         assert len(r.stderr.strip().splitlines()) == 1 and "authentication" in r.stderr.lower(), r.stderr
     finally:
         b.stop()
+
+
+def test_alter_configs_takes_kafkas_dynamic_sasl_keys_and_refuses_what_cannot_change(broker: BrokerProcess) -> None:
+    """Kafka's dynamic listener keys for Kerberos and token logins are taken (and described as
+    without effect: Samsa offers neither mechanism); a key that cannot change at runtime is
+    refused with one line saying so."""
+    r = _tool("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+              "--alter", "--add-config", "sasl.kerberos.min.time.before.relogin=30000,sasl.kerberos.service.name=kafka")
+    assert r.returncode == 0, r.stderr
+    r = _tool("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+              "--describe")
+    assert "sasl.kerberos.min.time.before.relogin=30000" in r.stdout, r.stdout
+    r = _tool("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+              "--alter", "--add-config", "ssl.keystore.location=/tmp/x.pem")
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "ssl.keystore.location" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    _tool("configs", "--bootstrap-server", broker.bootstrap, "--entity-type", "brokers", "--entity-name", "0",
+          "--alter", "--delete-config", "sasl.kerberos.min.time.before.relogin,sasl.kerberos.service.name")
