@@ -131,24 +131,13 @@ def _unescape(s: str) -> str:
 
 
 def jaas_login(props: dict[str, str]) -> tuple[str, str] | None:
-    """(username, password) of a Java client's sasl.jaas.config (PlainLoginModule or
-    ScramLoginModule), or librdkafka's sasl.username / sasl.password; None if neither is set."""
-    text = props.get("sasl.jaas.config")
-    if text:
-        from samsa.server.sasl import SaslConfigError, parse_jaas
+    """(username, password) from sasl.jaas.config or sasl.username/sasl.password (None: unset)."""
+    from samsa.protocol.client_security import jaas_login as login
 
-        try:
-            module, options = parse_jaas(text)
-        except SaslConfigError as e:
-            raise CliError(str(e)) from None
-        if not module.endswith(("PlainLoginModule", "ScramLoginModule")):
-            raise CliError(f"sasl.jaas.config: {module} is not supported (PlainLoginModule or ScramLoginModule)")
-        if "username" not in options or "password" not in options:
-            raise CliError("sasl.jaas.config needs username=\"...\" and password=\"...\"")
-        return options["username"], options["password"]
-    if "sasl.username" in props:
-        return props["sasl.username"], props.get("sasl.password", "")
-    return None
+    try:
+        return login(props)
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def _security_to_librdkafka(props: dict[str, str], out: dict[str, str]) -> None:
@@ -384,23 +373,6 @@ def source_id(source: Any) -> int:
     return int(source.value) if hasattr(source, "value") else int(source)
 
 
-def _tls_context(props: dict[str, str]) -> Any:
-    import ssl
-
-    conf: dict[str, str] = {}
-    _security_to_librdkafka(props, conf)
-    ctx = ssl.create_default_context(cafile=conf.get("ssl.ca.location") or props.get("ssl.ca.location"),
-                                     cadata=conf.get("ssl.ca.pem"))
-    cert = conf.get("ssl.certificate.location") or props.get("ssl.certificate.location")
-    if cert:
-        ctx.load_cert_chain(cert, conf.get("ssl.key.location") or props.get("ssl.key.location"),
-                            props.get("ssl.key.password"))
-    if conf.get("ssl.endpoint.identification.algorithm") == "none" or \
-            props.get("ssl.endpoint.identification.algorithm") == "none":
-        ctx.check_hostname = False
-    return ctx
-
-
 def _exchange(sock: socket.socket, api_key: int, version: int, body: dict[str, Any], correlation_id: int) -> Any:
     from samsa.protocol.framing import FrameSplitter
     from samsa.protocol.messages import decode_response, encode_request
@@ -416,59 +388,32 @@ def _exchange(sock: socket.socket, api_key: int, version: int, body: dict[str, A
     return msg
 
 
-def _sasl_login(sock: socket.socket, props: dict[str, str]) -> None:
-    from samsa.server.sasl_client import SCRAM_HASHES, SaslClientError, ScramClient
-
-    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "GSSAPI").upper()
-    login = jaas_login(props)
-    if login is None:
-        raise CliError("security.protocol is SASL_*: set sasl.jaas.config (or sasl.username and sasl.password)")
-    hs = _exchange(sock, 17, 1, {"mechanism": mechanism}, 1)
-    if hs.error_code:
-        raise CliError(f"the broker does not offer SASL mechanism {mechanism} (it offers "
-                       f"{', '.join(hs.mechanisms) or 'none'}): set sasl.mechanism")
-
-    def step(token: bytes) -> bytes:
-        r = _exchange(sock, 36, 2, {"auth_bytes": token}, 2)
-        if r.error_code:
-            raise CliError(f"SASL authentication failed: {r.error_message or 'refused by the broker'}")
-        return bytes(r.auth_bytes)
-
-    user, password = login
-    try:
-        if mechanism == "PLAIN":
-            step(b"\0" + user.encode() + b"\0" + password.encode())
-        elif mechanism in SCRAM_HASHES:
-            client = ScramClient(mechanism, user, password)
-            client.verify(step(client.final(step(client.first()))))
-        else:
-            raise CliError(f"SASL mechanism {mechanism} is not supported here (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
-    except SaslClientError as e:
-        raise CliError(f"SASL authentication failed: {e}") from None
-
-
 def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float,
                 props: dict[str, str] | None = None) -> Any:
     """One request/response over a fresh connection, with Samsa's own codec: for the few things
     librdkafka cannot express (the empty broker-defaults config resource, client quotas).
     `props` are the tool's client properties: security.protocol SSL / SASL_PLAINTEXT / SASL_SSL
     with their ssl.* and sasl.* settings (Java's or librdkafka's names)."""
-    props = props or {}
-    protocol = props.get("security.protocol", "PLAINTEXT").upper()
-    if protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
-        raise CliError(f"security.protocol={protocol}: expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    from samsa.protocol.client_security import ClientSecurity
+    from samsa.protocol.scram import SaslClientError
+
+    try:
+        security = ClientSecurity.from_properties(props or {})
+    except ValueError as e:
+        raise CliError(str(e)) from None
     try:
         with socket.create_connection((host, port), timeout=timeout) as plain:
-            sock = plain
-            if protocol in ("SSL", "SASL_SSL"):
-                sock = _tls_context(props).wrap_socket(plain, server_hostname=host)
+            sock = security.tls_context().wrap_socket(plain, server_hostname=host) if security.tls else plain
             try:
-                if protocol.startswith("SASL"):
-                    _sasl_login(sock, props)
-                return _exchange(sock, api_key, version, body, 3)
+                if security.sasl:
+                    n = iter(range(1, 1000))
+                    security.login(lambda k, v, b: _exchange(sock, k, v, b, next(n)))
+                return _exchange(sock, api_key, version, body, 0)
             finally:
                 if sock is not plain:
                     sock.close()
+    except SaslClientError as e:
+        raise CliError(str(e)) from None
     except (OSError, ValueError) as e:
         raise CliError(f"request to {host}:{port} failed: {e}") from None
 

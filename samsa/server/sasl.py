@@ -35,18 +35,16 @@ from __future__ import annotations
 
 import hmac
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.protocol import jaas
 from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import RateLimitedLog
 
 PLAIN = "PLAIN"
 SUPPORTED = (PLAIN,)
 
-_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_MODULE = re.compile(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\s*")
 
 
 _auth_log = RateLimitedLog(logging.getLogger("samsa.auth"), 10.0)
@@ -64,22 +62,10 @@ def sasl_failed(conn: Any, mechanism: str | None, why: str | None) -> None:
 
 def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     """Kafka's one-module sasl.jaas.config: (login module class, {option: value})."""
-    m = _MODULE.match(text)
-    if m is None:
-        raise SaslConfigError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;', got {text!r}")
-    pos = m.end()
-    options: dict[str, str] = {}
-    while True:
-        o = _OPTION.match(text, pos)
-        if o is None:
-            break
-        options[o.group(1)] = re.sub(r"\\(.)", r"\1", o.group(2))
-        pos = o.end()
-    rest = text[pos:].strip()
-    if rest != ";":
-        raise SaslConfigError(f"sasl.jaas.config: cannot read {rest!r} (options are key=\"value\", and the "
-                              "entry ends with ';')")
-    return m.group(1), options
+    try:
+        return jaas.parse_jaas(text)
+    except jaas.JaasError as e:
+        raise SaslConfigError(str(e)) from None
 
 
 @dataclass

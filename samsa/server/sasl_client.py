@@ -14,24 +14,18 @@ in a worker thread, and its result is kept per (salt, iterations).
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
-import hmac
-import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
+from samsa.protocol.scram import SCRAM_HASHES, SaslClientError, ScramClient
 
-SCRAM_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+__all__ = ["CLIENT_MECHANISMS", "SCRAM_HASHES", "SaslClientError", "SaslLogin", "ScramClient", "authenticate"]
+
 CLIENT_MECHANISMS = ("PLAIN", *SCRAM_HASHES)
 
 Request = Callable[[int, int, dict[str, Any], float], Awaitable[Any]]
-
-
-class SaslClientError(Exception):
-    """Authentication towards another broker failed (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -42,79 +36,6 @@ class SaslLogin:
 
     def __repr__(self) -> str:  # (never the password)
         return f"SaslLogin({self.mechanism}, {self.username!r})"
-
-
-def saslname(user: str) -> str:
-    """RFC 5802's escaping of a user name in a SCRAM message."""
-    return user.replace("=", "=3D").replace(",", "=2C")
-
-
-def _attributes(message: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for part in message.split(","):
-        if len(part) < 2 or part[1] != "=":
-            raise SaslClientError(f"malformed SCRAM message {message[:80]!r}")
-        out.setdefault(part[0], part[2:])
-    return out
-
-
-class ScramClient:
-    """One SCRAM exchange: `first()`, `final(server_first)`, `verify(server_final)`."""
-
-    def __init__(self, mechanism: str, username: str, password: str, nonce: str | None = None,
-                 salted_cache: dict[tuple[str, bytes, int], bytes] | None = None) -> None:
-        self.hash = SCRAM_HASHES[mechanism]
-        self.username = username
-        self.password = password
-        self.nonce = nonce or secrets.token_urlsafe(18)
-        self.client_first_bare = f"n={saslname(username)},r={self.nonce}"
-        self._cache = salted_cache if salted_cache is not None else {}
-        self._server_signature = b""
-
-    def first(self) -> bytes:
-        return f"n,,{self.client_first_bare}".encode()
-
-    def final(self, server_first: bytes) -> bytes:
-        """The client-final message (runs PBKDF2: call it off the event loop)."""
-        text = server_first.decode("utf-8", "replace")
-        attrs = _attributes(text)
-        if "e" in attrs:
-            raise SaslClientError(f"the server refused: {attrs['e']}")
-        nonce, salt_b64, iterations = attrs.get("r", ""), attrs.get("s", ""), attrs.get("i", "")
-        if not nonce.startswith(self.nonce) or len(nonce) <= len(self.nonce):
-            raise SaslClientError("the server's nonce does not extend ours")
-        try:
-            salt = base64.b64decode(salt_b64, validate=True)
-            rounds = int(iterations)
-        except ValueError:
-            raise SaslClientError("the server-first message has a malformed salt or iteration count") from None
-        if rounds < 1 or not salt:
-            raise SaslClientError("the server-first message has no salt or iterations")
-        key = (self.password, salt, rounds)
-        salted = self._cache.get(key)
-        if salted is None:
-            salted = hashlib.pbkdf2_hmac(self.hash, self.password.encode(), salt, rounds)
-            self._cache[key] = salted
-        client_key = hmac.digest(salted, b"Client Key", self.hash)
-        stored_key = hashlib.new(self.hash, client_key).digest()
-        without_proof = f"c={base64.b64encode(b'n,,').decode()},r={nonce}"
-        auth_message = f"{self.client_first_bare},{text},{without_proof}".encode()
-        signature = hmac.digest(stored_key, auth_message, self.hash)
-        proof = bytes(a ^ b for a, b in zip(client_key, signature))
-        server_key = hmac.digest(salted, b"Server Key", self.hash)
-        self._server_signature = hmac.digest(server_key, auth_message, self.hash)
-        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
-
-    def verify(self, server_final: bytes) -> None:
-        attrs = _attributes(server_final.decode("utf-8", "replace"))
-        if "e" in attrs:
-            raise SaslClientError(f"the server refused: {attrs['e']}")
-        try:
-            got = base64.b64decode(attrs.get("v", ""), validate=True)
-        except ValueError:
-            got = b""
-        if not self._server_signature or not hmac.compare_digest(got, self._server_signature):
-            raise SaslClientError("the server's signature is wrong: it does not hold this user's credential")
 
 
 async def authenticate(request: Request, login: SaslLogin, timeout_s: float,
