@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 
 from samsa.cli.common import CliError
+from samsa.protocol.client_security import SECURITY_KEYS as _SECURITY_KEYS
 
 # How long a tool waits for the cluster (first metadata, admin calls) before giving up.
 DEFAULT_TIMEOUT_S = 10.0
@@ -141,41 +142,12 @@ def jaas_login(props: dict[str, str]) -> tuple[str, str] | None:
 
 
 def _security_to_librdkafka(props: dict[str, str], out: dict[str, str]) -> None:
-    """Java clients' TLS and SASL settings, as librdkafka spells them (PEM and PKCS12 stores)."""
-    login = jaas_login(props)
-    if login is not None:
-        out["sasl.username"], out["sasl.password"] = login
-    if "sasl.mechanism" in props:
-        out["sasl.mechanisms"] = props["sasl.mechanism"]
-    trust = props.get("ssl.truststore.location")
-    if trust:
-        kind = props.get("ssl.truststore.type", "JKS").upper()
-        if kind != "PEM":
-            raise CliError(f"ssl.truststore.type={kind}: give the CA certificates as PEM (ssl.truststore.type=PEM) "
-                           "or as ssl.ca.location")
-        out["ssl.ca.location"] = trust
-    if props.get("ssl.truststore.certificates"):
-        out["ssl.ca.pem"] = props["ssl.truststore.certificates"]
-    keystore = props.get("ssl.keystore.location")
-    if keystore:
-        kind = props.get("ssl.keystore.type", "JKS").upper()
-        if kind == "PEM":  # key and certificate chain in one file
-            out["ssl.certificate.location"] = keystore
-            out["ssl.key.location"] = keystore
-        elif kind == "PKCS12":
-            out["ssl.keystore.location"] = keystore
-            if "ssl.keystore.password" in props:
-                out["ssl.keystore.password"] = props["ssl.keystore.password"]
-        else:
-            raise CliError(f"ssl.keystore.type={kind}: use PEM or PKCS12 (keytool -importkeystore converts JKS)")
-    if props.get("ssl.endpoint.identification.algorithm") == "":
-        out["ssl.endpoint.identification.algorithm"] = "none"
+    from samsa.protocol.client_security import librdkafka_security
 
-
-_SECURITY_KEYS = frozenset({"sasl.jaas.config", "sasl.mechanism", "ssl.truststore.location", "ssl.truststore.type",
-                            "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.location",
-                            "ssl.keystore.type", "ssl.keystore.password", "ssl.endpoint.identification.algorithm",
-                            "sasl.username", "sasl.password"})
+    try:
+        out.update(librdkafka_security(props))
+    except ValueError as e:
+        raise CliError(str(e)) from None
 
 
 def to_librdkafka(props: dict[str, str]) -> dict[str, str]:

@@ -137,3 +137,51 @@ def jaas_login(props: Mapping[str, str]) -> tuple[str, str] | None:
     if "sasl.username" in props:
         return props["sasl.username"], props.get("sasl.password", "")
     return None
+
+
+# Java client security settings that librdkafka spells differently (or not at all).
+SECURITY_KEYS = frozenset({"sasl.jaas.config", "sasl.mechanism", "ssl.truststore.location", "ssl.truststore.type",
+                           "ssl.truststore.password", "ssl.truststore.certificates", "ssl.keystore.location",
+                           "ssl.keystore.type", "ssl.keystore.password", "ssl.endpoint.identification.algorithm",
+                           "sasl.username", "sasl.password"})
+
+
+def librdkafka_security(props: Mapping[str, str]) -> dict[str, str]:
+    """A Java client's TLS and SASL settings as librdkafka names them (PEM and PKCS12 stores);
+    the keys of SECURITY_KEYS are translated, every other key is the caller's to pass on.
+    ValueError names a setting librdkafka cannot take."""
+    out: dict[str, str] = {}
+    login = jaas_login(props)
+    if login is not None:
+        out["sasl.username"], out["sasl.password"] = login
+    if "sasl.mechanism" in props:
+        out["sasl.mechanisms"] = props["sasl.mechanism"]
+    trust = props.get("ssl.truststore.location")
+    if trust:
+        kind = props.get("ssl.truststore.type", "JKS").upper()
+        if kind != "PEM":
+            raise ValueError(f"ssl.truststore.type={kind}: give the CA certificates as PEM (ssl.truststore.type=PEM) "
+                             "or as ssl.ca.location")
+        out["ssl.ca.location"] = trust
+    if props.get("ssl.truststore.certificates"):
+        out["ssl.ca.pem"] = props["ssl.truststore.certificates"]
+    keystore = props.get("ssl.keystore.location")
+    if keystore:
+        kind = props.get("ssl.keystore.type", "JKS").upper()
+        if kind == "PEM":  # key and certificate chain in one file
+            out["ssl.certificate.location"] = keystore
+            out["ssl.key.location"] = keystore
+        elif kind == "PKCS12":
+            out["ssl.keystore.location"] = keystore
+            if "ssl.keystore.password" in props:
+                out["ssl.keystore.password"] = props["ssl.keystore.password"]
+        else:
+            raise ValueError(f"ssl.keystore.type={kind}: use PEM or PKCS12 (keytool -importkeystore converts JKS)")
+    if props.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"
+    return out
+
+
+def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
+    """Client properties for confluent-kafka: security settings translated, the rest as given."""
+    return {**{k: v for k, v in props.items() if k not in SECURITY_KEYS}, **librdkafka_security(props)}
