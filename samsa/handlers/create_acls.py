@@ -27,8 +27,8 @@ def _result(code: ErrorCode, message: str | None = None) -> dict[str, Any]:
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     creations = list(req.creations)
     if not ctx.authorize_cluster(Op.ALTER):
-        return {"throttle_time": 0, "results": [_result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
-                                                        "ALTER on the cluster is needed to create ACLs")] * len(creations)}
+        refused = _result(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed to create ACLs")
+        return {"throttle_time": 0, "results": [refused] * len(creations)}
     auth = ctx.authorizer
     if auth is None:
         return {"throttle_time": 0, "results": [_result(ErrorCode.SECURITY_DISABLED,

@@ -37,7 +37,6 @@ from samsa.server.acls import (
     Op,
     Pattern,
     PatternType,
-    Permission,
     ResourceType,
     check_principal,
     parse_op,

@@ -163,8 +163,8 @@ class Broker:
         self.cluster = ClusterView(store, self, self.purgatory)
         self.entity_configs = EntityConfigs(store)
         if self._super_users is not None:
-            self.authorizer = Authorizer(store, self._super_users, self.config.get_bool("allow.everyone.if.no.acl.found"),
-                                         api_names(HANDLER_MODULES))
+            allow_if_no_acl = self.config.get_bool("allow.everyone.if.no.acl.found")
+            self.authorizer = Authorizer(store, self._super_users, allow_if_no_acl, api_names(HANDLER_MODULES))
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))

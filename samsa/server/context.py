@@ -56,8 +56,8 @@ from samsa.server.acls import (
     ResourceType,
     binding_problem,
 )
-from samsa.server.authorizer import Authorizer
 from samsa.server.admin import AdminManager
+from samsa.server.authorizer import Authorizer
 from samsa.server.cluster import ClusterView
 from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
@@ -69,9 +69,9 @@ from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl import SaslAuthenticator
 from samsa.server.topics import Topic, validate_topic_name
 
-__all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices", "ClientConnection",
-           "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern", "PatternType", "Permission", "RequestContext",
-           "ResourceType", "Topic", "binding_problem", "validate_topic_name"]
+__all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
+           "ClientConnection", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern", "PatternType",
+           "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem", "validate_topic_name"]
 
 # (node id, host, port, rack) of this broker on one listener, as Metadata describes a broker.
 Endpoint = tuple[int, str, int, str | None]
