@@ -222,6 +222,13 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("ssl.secure.random.implementation", "string", None, "JSSE SecureRandom implementation." + _UNUSED,
        dynamic=True),
     _b("ssl.provider", "string", None, "JSSE security provider." + _UNUSED, dynamic=True),
+    # ACLs (samsa/server/authorizer.py)
+    _b("authorizer.class.name", "string", "",
+       "ACL authorizer: kafka.security.authorizer.AclAuthorizer or samsa.server.authorizer.AclAuthorizer (empty: "
+       "none, everything is allowed); any other class is refused."),
+    _b("super.users", "string", "", "Principals allowed everything whatever the ACLs, separated by ;."),
+    _b("allow.everyone.if.no.acl.found", "boolean", False,
+       "With an authorizer, allow a resource that has no ACL at all to everyone."),
     # ZooKeeper (accepted so Kafka files load)
     _b("zookeeper.connect", "string", None,
        "ZooKeeper connection string (host:port,...[/chroot]); unset runs one broker with an embedded store."),

@@ -18,6 +18,9 @@ log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 
 A fetch that cannot be answered yet waits in the purgatory as a `DelayedFetch`, watched under
 the partitions it waits on; no task or timer of its own.
+
+Authorization (as Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on
+the cluster; otherwise the partitions answer TOPIC_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
 from samsa.protocol.messages import RequestHeader
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.context import Partition, RequestContext
+from samsa.server.context import Op, Partition, RequestContext, ResourceType
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange, StorageError
@@ -200,8 +203,14 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
     errors = False
     waitable = []
     responses = []
+    denied = _denied_topics(ctx, req, follower) if ctx.authorizer is not None else None
     for t in req.topics:
         parts = []
+        if denied is not None and t.topic in denied:
+            errors = True
+            responses.append({"topic": t.topic, "partitions": [_part(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                                               for fp in t.partitions]})
+            continue
         for fp in t.partitions:
             partition = replicas.get(t.topic, fp.partition)
             if partition is None:
@@ -252,6 +261,14 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             parts.append(entry)
         responses.append({"topic": t.topic, "partitions": parts})
     return responses, total, waitable, errors
+
+
+def _denied_topics(ctx: RequestContext, req: Any, follower: bool) -> set[str]:
+    """The fetch's topics the principal may not read (a follower: all of them, without
+    CLUSTER_ACTION on the cluster)."""
+    if follower:
+        return set() if ctx.authorize_cluster(Op.CLUSTER_ACTION) else {t.topic for t in req.topics}
+    return {t.topic for t in req.topics if not ctx.authorize(Op.READ, ResourceType.TOPIC, t.topic)}
 
 
 def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict[str, Any]:

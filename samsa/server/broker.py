@@ -44,6 +44,7 @@ from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, Stor
 from samsa.ratelimit import BurstLog
 from samsa.server import sasl, tls
 from samsa.server.admin import AdminManager
+from samsa.server.authorizer import Authorizer, AuthorizerConfigError, api_names, authorizer_settings
 from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
 from samsa.server.context import BrokerServices
@@ -91,6 +92,11 @@ class Broker:
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
         self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
+        try:  # (a class other than the ACL authorizer is refused before anything starts)
+            self._super_users = authorizer_settings(config.get("authorizer.class.name"), config.get("super.users"))
+        except AuthorizerConfigError as e:
+            raise ConfigError(str(e)) from None
+        self.authorizer: Authorizer | None = None  # set by open_storage() when authorizer.class.name is set
         self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
@@ -158,6 +164,9 @@ class Broker:
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
         self.cluster = ClusterView(store, self, self.purgatory)
         self.entity_configs = EntityConfigs(store)
+        if self._super_users is not None:
+            allow_if_no_acl = self.config.get_bool("allow.everyone.if.no.acl.found")
+            self.authorizer = Authorizer(store, self._super_users, allow_if_no_acl, api_names(HANDLER_MODULES))
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -193,7 +202,7 @@ class Broker:
             fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs,
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
-            persist_log_start_offsets=self.persist_log_start_offsets)
+            persist_log_start_offsets=self.persist_log_start_offsets, authorizer=self.authorizer)
 
     def persist_log_start_offsets(self) -> asyncio.Future[None]:
         """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""
@@ -658,6 +667,8 @@ class Broker:
         await self._retrying("registering", self.session.register)
         await self._retrying("loading the cluster metadata", self.load_cluster)
         await self._retrying("loading user and client configs", self.entity_configs.start)
+        if self.authorizer is not None:
+            await self._retrying("loading the ACLs", self.authorizer.start)
         await self.groups.startup()
         for lst in self.listeners:
             lst.serve()
@@ -730,6 +741,8 @@ class Broker:
             await self.cluster.stop()
         if self.entity_configs is not None:
             await self.entity_configs.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()
