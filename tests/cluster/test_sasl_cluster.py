@@ -5,12 +5,21 @@ username/password of the listener's JAAS config) over TLS. Clients use the same 
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.brokerproc import free_port
 from tests.cluster.cluster import Cluster, produce_sync
@@ -39,16 +48,33 @@ def _secure(c: Cluster, pki: Any, jaas: str = JAAS, **extra: str) -> list[int]:
     return ports
 
 
-def test_a_sasl_ssl_cluster_replicates_and_fails_over(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_sasl_ssl_cluster_with_acls_replicates_and_fails_over(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the ACL authorizer on: the brokers' principal (User:broker) is a super user, so
+    followers may fetch (CLUSTER_ACTION); alice may produce and consume once `samsa acls`
+    grants it, and not before."""
     pki = make_pki(tmp_path / "pki")
     c: Cluster = cluster(3, start=False)
-    ports = _secure(c, pki)
+    # (User:ANONYMOUS: the test's own admin calls on the PLAINTEXT listener)
+    ports = _secure(c, pki, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                "super.users": "User:broker;User:ANONYMOUS"})
     c.start_all()
     secure = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
               "sasl.password": "alice-secret", "ssl.ca.location": pki.ca}
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports)
     topic = f"sasl-{uuid.uuid4().hex[:6]}"
     c.create_topic(topic, rf=3)  # waits for the full ISR: the followers authenticated and fetched
+    denied = produce_sync(bootstrap, topic, [b"x"], timeout=15, **secure)
+    assert denied[0][2] is not None and "authoriz" in denied[0][2].str().lower(), denied
+    r = subprocess.run([sys.executable, "-m", "samsa", "acls", "--bootstrap-server", c.bootstrap, "--add",
+                        "--allow-principal", "User:alice", "--producer", "--consumer", "--topic", topic,
+                        "--group", f"g-{topic}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    # Each broker serves DescribeAcls from its own cache: wait until every one has the grant.
+    grant = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", None,
+                             AclOperation.ANY, AclPermissionType.ANY)
+    for b in c.brokers:
+        admin = c.admin(b.bootstrap)
+        c.wait_for(lambda admin=admin: admin.describe_acls(grant).result(10), 30, "the grant on every broker")
     values = [b"m%04d" % i for i in range(300)]
     assert all(err is None for _, _, err in produce_sync(bootstrap, topic, values, **secure))
     leader = c.leader_of(topic)
