@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
 import ssl
 import sys
@@ -34,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from samsa.config import BrokerConfig, ConfigError, effective_topic_config
+from samsa.config import DYNAMIC_PER_LISTENER, BrokerConfig, ConfigError, effective_topic_config
 from samsa.controller.context import ControllerContext
 from samsa.controller.controller import Controller, probe_until_refused, remove_dead_broker
 from samsa.handlers import HANDLER_MODULES
@@ -104,6 +105,7 @@ class Broker:
         self.inter_broker_listener = inter_broker_listener(config)
         self.inter_broker_ssl: ssl.SSLContext | None = None  # set by start_listeners (TLS between brokers)
         self.inter_broker_sasl: SaslLogin | None = None  # set by start_listeners (SASL between brokers)
+        self._tls_ids: dict[str, tuple[Any, ...]] = {}  # TLS listener -> what its context was made of
         self.zk_mode = bool(config.get("zookeeper.connect"))
         self.exit_code = 0
         self._saved_hw: dict[tuple[str, int], int] = {}
@@ -602,6 +604,51 @@ class Broker:
                            principal_rules=rules, sasl=auth)
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
+            if context is not None:
+                self._tls_ids[name] = self._tls_identity(cfg, name)
+
+    # -- TLS key stores that change at runtime (listener.name.<l>.ssl.keystore.* by AlterConfigs) --
+
+    def _tls_identity(self, cfg: BrokerConfig, listener: str) -> tuple[Any, ...]:
+        """What a listener's TLS context is made of: its store settings and the files' mtimes
+        (a store replaced in place is loaded again when its setting is written again)."""
+        values = tuple(cfg.for_listener(listener, k) for k in sorted(DYNAMIC_PER_LISTENER))
+        stamps = []
+        for k in ("ssl.keystore.location", "ssl.truststore.location"):
+            path = cfg.for_listener(listener, k)
+            try:
+                stamps.append(os.stat(path).st_mtime_ns if path else None)
+            except OSError:
+                stamps.append(None)
+        return values + tuple(stamps)
+
+    def check_tls(self, new: BrokerConfig) -> str | None:
+        """Why `new` cannot serve a TLS listener whose stores it changes (None: it can)."""
+        for lst in self.listeners:
+            if lst.ssl_context is None or self._tls_identity(new, lst.name) == self._tls_ids.get(lst.name):
+                continue
+            try:
+                tls.server_context(new, lst.name)
+            except (tls.TlsConfigError, ssl.SSLError, OSError, ValueError) as e:
+                return f"listener {lst.name}: {e}"
+        return None
+
+    def refresh_tls(self) -> None:
+        """Load the TLS listeners' stores again where the config (or a store file) changed:
+        new connections use the new certificate, established ones keep theirs."""
+        for lst in self.listeners:
+            if lst.ssl_context is None:
+                continue
+            ident = self._tls_identity(self.config, lst.name)
+            if ident == self._tls_ids.get(lst.name):
+                continue
+            try:
+                lst.ssl_context = tls.server_context(self.config, lst.name)
+            except (tls.TlsConfigError, ssl.SSLError, OSError, ValueError) as e:
+                log.error("Listener %s keeps its TLS key store: the new one does not load (%s)", lst.name, e)
+                continue
+            self._tls_ids[lst.name] = ident
+            log.info("Listener %s: TLS key and trust stores loaded again; new connections use them", lst.name)
 
     def _connection_limits(self) -> Limits:
         """The connection limits in force (max.connections* are dynamic: the config of now)."""
