@@ -154,6 +154,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
     _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", HostCounts(),
        dynamic=True),
+    # client quotas (samsa/server/quotas.py); the quotas themselves are users' and client-ids' configs
+    _b("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", at_least(1)),
+    _b("quota.window.size.seconds", "int", 1, "Length of each sample of a client quota's rate.", at_least(1)),
     _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
     _b("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Fetch sessions (KIP-227) kept: followers and consumers that fetch incrementally.", at_least(0)),
