@@ -453,3 +453,18 @@ def precedence_group(name: str) -> tuple[str, ...]:
         if name in group:
             return group
     return (name,)
+
+
+# Users' and client-ids' quota keys (Kafka's QuotaConfig user/client-id configs), with their
+# types: integral ("long") or not ("double"). Set through AlterClientQuotas and `samsa configs
+# --entity-type users|clients`; applied by samsa/server/quotas.py.
+CLIENT_QUOTA_TYPES: dict[str, Literal["long", "double"]] = {
+    "producer_byte_rate": "long",
+    "consumer_byte_rate": "long",
+    "request_percentage": "double",
+    "controller_mutation_rate": "double",
+}
+# Quota keys Kafka has and Samsa refuses to set, with why (they would be accepted and ignored).
+CLIENT_QUOTA_REFUSED: dict[str, str] = {
+    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not implemented by Samsa",
+}

@@ -45,6 +45,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from samsa.config_defs import CLIENT_QUOTA_REFUSED
 from samsa.metadata import zkdata
 
 log = logging.getLogger("samsa.quotas")
@@ -53,13 +54,6 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
-# Kafka's user and client-id quota keys and their ConfigDef types (integral or not).
-QUOTA_KEYS: dict[str, str] = {
-    PRODUCER_BYTE_RATE: "long", CONSUMER_BYTE_RATE: "long",
-    REQUEST_PERCENTAGE: "double", CONTROLLER_MUTATION_RATE: "double",
-}
-UNSUPPORTED_KEYS = {CONTROLLER_MUTATION_RATE: "controller mutation quotas (KIP-599) are not implemented by Samsa"}
-
 DEFAULT = zkdata.DEFAULT_ENTITY
 INACTIVE_SENSOR_EXPIRY_S = 3600.0  # Kafka's InactiveSensorExpirationTimeSeconds
 _PURGE_EVERY_S = 60.0
@@ -332,7 +326,7 @@ class ClientQuotas:
                     log.warning("Ignoring %s=%r of %s: not above 0", m.key, raw, entity_path)
                     bound = None
             m.update(*entity, bound)
-        for key, why in UNSUPPORTED_KEYS.items():
+        for key, why in CLIENT_QUOTA_REFUSED.items():
             if key in config:
                 log.warning("%s=%s of %s has no effect: %s", key, config[key], entity_path, why)
         self.enabled = any(m.enabled for m in self.managers)
