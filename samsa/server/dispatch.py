@@ -76,6 +76,7 @@ class Dispatcher:
         return supported_versions(self.handlers.values())
 
     def __call__(self, conn: Connection, frame: bytearray) -> Any:
+        started = time.perf_counter() if self.services.quotas.enabled else 0.0  # (request_percentage)
         sasl = conn.sasl
         if sasl is not None and sasl.raw_tokens:  # after a v0 SaslHandshake: a bare token
             return self._raw_token(conn, frame)
@@ -97,7 +98,7 @@ class Dispatcher:
         ctx = RequestContext(self.services, conn, header)
         if self.services.quotas.enabled and api_key not in _QUOTA_EXEMPT and (
                 api_key != _FETCH or getattr(body, "replica_id", -1) < 0):  # (replication is no client's)
-            return self._with_quotas(conn, ctx, module, body, len(frame))
+            return self._with_quotas(conn, ctx, module, body, len(frame), started)
         try:
             result = module.handle(ctx, body)
         except Exception as e:
@@ -119,10 +120,11 @@ class Dispatcher:
                       ctx.conn.peer_str, exc_info=e)
             raise FrameError("internal error (see the log above); closing the connection") from None
 
-    def _with_quotas(self, conn: Connection, ctx: RequestContext, module: ModuleType, body: Any, size: int) -> Any:
-        """`__call__`'s path when client quotas are configured (see the module doc)."""
+    def _with_quotas(self, conn: Connection, ctx: RequestContext, module: ModuleType, body: Any, size: int,
+                     started: float) -> Any:
+        """`__call__`'s path when client quotas are configured (see the module doc); `started`
+        is when the request's decoding began."""
         acks = getattr(body, "acks", 1)
-        started = time.perf_counter()
         try:
             result = module.handle(ctx, body)
         except Exception as e:
