@@ -10,7 +10,8 @@ With `validate_only` everything is checked and nothing stored.
 INVALID_REQUEST, with Kafka's messages: an empty entity, an unknown or repeated entity type, an
 empty name, an unknown quota key, a value not above 0, a fractional byte rate; and, Samsa's
 own, keys and entities Samsa does not implement (controller_mutation_rate, IP quotas), which
-would otherwise be accepted and have no effect.
+would otherwise be accepted and have no effect. It needs ALTER_CONFIGS on the cluster (else
+each entry is CLUSTER_AUTHORIZATION_FAILED, and nothing is stored).
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 from samsa.config_defs import CLIENT_QUOTA_REFUSED, CLIENT_QUOTA_TYPES
 from samsa.handlers.client_quotas import CLIENT_ID, DEFAULT, IP, IP_REFUSED, USER, invalid
 from samsa.metadata import zkdata
-from samsa.protocol.errors import KafkaError
-from samsa.server.context import RequestContext
+from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 49
 MIN_VERSION = 0
@@ -32,9 +33,12 @@ MAX_VERSION = 1
 
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     results = []
+    allowed = ctx.authorize_cluster(Op.ALTER_CONFIGS)  # as Kafka's
     for entry in req.entries:
         error, message = 0, None
         try:
+            if not allowed:
+                raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER_CONFIGS on the cluster is needed")
             path = _path(entry.entity)
             ops = [_op(op) for op in entry.ops]
             if not req.validate_only:

@@ -7,7 +7,8 @@ default included). An entity matches when each component matches its part of it 
 anything. Entities are read from the metadata store (so a change made through any broker is
 seen at once), and only their quota keys are described. As Kafka: an unknown entity type is
 UNSUPPORTED_VERSION, a duplicate or empty one and an IP filter mixed with user or client-id
-are INVALID_REQUEST; an IP-only filter matches nothing (Samsa keeps no IP quotas).
+are INVALID_REQUEST; an IP-only filter matches nothing (Samsa keeps no IP quotas). It needs
+DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from samsa.handlers.client_quotas import (
     wire_entity,
 )
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 48
 MIN_VERSION = 0
@@ -36,6 +37,9 @@ _ANY = object()  # a SPECIFIED component: any name
 
 
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not ctx.authorize_cluster(Op.DESCRIBE_CONFIGS):  # as Kafka's
+        return {"throttle_time": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": "DESCRIBE_CONFIGS on the cluster is needed", "entries": None}
     try:
         wanted = _filter(req.components)
     except KafkaError as e:

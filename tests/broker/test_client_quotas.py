@@ -260,7 +260,9 @@ def test_user_and_client_quota_beats_the_users_which_beats_the_default(tmp_path:
     port = free_port()
     b = BrokerProcess(tmp_path / "b", {"listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}",
                                        "sasl.enabled.mechanisms": "PLAIN",
-                                       "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}, port=port)
+                                       "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+                                       "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                       "super.users": "User:admin"}, port=port)
     b.start()
     try:
         def admin() -> RawClient:
@@ -270,6 +272,16 @@ def test_user_and_client_quota_beats_the_users_which_beats_the_default(tmp_path:
         set_quota(b, {"user": "alice"}, "producer_byte_rate", 2000, admin)
         set_quota(b, {"user": "alice", "client-id": "app"}, "producer_byte_rate", 1000, admin)
         set_quota(b, {"client-id": "app"}, "producer_byte_rate", 500, admin)  # below every user level
+
+        def as_alice() -> RawClient:
+            return sasl_client(b, "alice", "app")
+
+        # Without ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster: refused, nothing stored.
+        refused = alter(b.bootstrap, {"user": "alice"}, {"producer_byte_rate": 1e9}, connect=as_alice)
+        assert refused.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        with as_alice() as c:
+            assert c.request(48, 1, {"components": [], "strict": False}).error_code == \
+                ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
         def throttle(user: str, client_id: str) -> int:
             # A first request of ~100 kB is measured as ~10 kB/s (Kafka's 10 s minimum span):
