@@ -67,7 +67,8 @@ def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
     purgatory = partition.purgatory = Purgatory(loop)
     config = BrokerConfig({"broker.id": "0"})
     return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
-                           loop=loop, purgatory=purgatory, current_config=lambda: config, quotas=ClientQuotas())
+                           loop=loop, purgatory=purgatory, current_config=lambda: config, quotas=ClientQuotas(),
+                           authorizer=None)
 
 
 def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, partition_max_bytes: int = 1 << 20,
