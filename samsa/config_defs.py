@@ -154,6 +154,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
     _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", HostCounts(),
        dynamic=True),
+    # client quotas (samsa/server/quotas.py); the quotas themselves are users' and client-ids' configs
+    _b("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", at_least(1)),
+    _b("quota.window.size.seconds", "int", 1, "Length of each sample of a client quota's rate.", at_least(1)),
     _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
     _b("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Fetch sessions (KIP-227) kept: followers and consumers that fetch incrementally.", at_least(0)),
@@ -450,3 +453,18 @@ def precedence_group(name: str) -> tuple[str, ...]:
         if name in group:
             return group
     return (name,)
+
+
+# Users' and client-ids' quota keys (Kafka's QuotaConfig user/client-id configs), with their
+# types: integral ("long") or not ("double"). Set through AlterClientQuotas and `samsa configs
+# --entity-type users|clients`; applied by samsa/server/quotas.py.
+CLIENT_QUOTA_TYPES: dict[str, Literal["long", "double"]] = {
+    "producer_byte_rate": "long",
+    "consumer_byte_rate": "long",
+    "request_percentage": "double",
+    "controller_mutation_rate": "double",
+}
+# Quota keys Kafka has and Samsa refuses to set, with why (they would be accepted and ignored).
+CLIENT_QUOTA_REFUSED: dict[str, str] = {
+    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not implemented by Samsa",
+}

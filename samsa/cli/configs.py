@@ -9,16 +9,19 @@ sends one IncrementalAlterConfigs request (deletes, then sets) and prints
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import Any, NamedTuple
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from samsa.cli import client as cl
+from samsa.cli import quota_configs
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.protocol.errors import ErrorCode
 
 _TYPES = ("topics", "brokers")
+_QUOTA_TYPES = ("users", "clients")  # client quotas (quota_configs.py)
 _BROKER = 4  # ConfigResource type id
 _DYNAMIC_SOURCE = {
     "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
@@ -42,11 +45,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument(
         "--all", action="store_true", help="List all configs for the given entity, including static configs."
     )
-    p.add_argument("--entity-type", metavar="TYPE", help="Type of entity (topics/brokers).")
-    p.add_argument("--entity-name", metavar="NAME", help="Name of entity (topic name/broker id).")
-    p.add_argument(
-        "--entity-default", action="store_true", help="Default entity name for brokers (cluster-wide defaults)."
-    )
+    p.add_argument("--entity-type", metavar="TYPE", action="append",
+                   help="Type of entity (topics/brokers/users/clients); users and clients may be combined.")
+    p.add_argument("--entity-name", metavar="NAME", action=_EntityName,
+                   help="Name of entity (topic name/broker id/user principal name/client id).")
+    p.add_argument("--entity-default", nargs=0, action=_EntityName,
+                   help="Default entity name for brokers (cluster-wide defaults), users or clients.")
     p.add_argument(
         "--topic", metavar="TOPIC", help="The topic's name (same as --entity-type topics --entity-name TOPIC)."
     )
@@ -61,6 +65,17 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--add-config-file", metavar="FILE", help="Path to a properties file with configs to add.")
     p.add_argument("--delete-config", action="append", metavar="K1,K2", help="config keys to remove 'k1,k2'")
     return p
+
+
+class _EntityName(argparse.Action):
+    """--entity-name NAME / --entity-default: also kept in order in `entity_names` ("" for a
+    default), to pair with the --entity-type options as Kafka's tool does."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        default = option_string == "--entity-default"
+        ns.entity_names = [*(getattr(ns, "entity_names", None) or []), "" if default else values]
+        setattr(ns, self.dest, True if default else values)
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -104,7 +119,7 @@ def _entity(p: ArgumentParser, a: Any) -> tuple[str, str | None]:
             p.error("At least one entity type must be specified")
         etype = a.entity_type
         if etype not in _TYPES:
-            p.error(f"Invalid entity type {etype}, the entity type must be one of {', '.join(_TYPES)}")
+            p.error(f"Invalid entity type {etype}, the entity type must be one of {', '.join(_TYPES + _QUOTA_TYPES)}")
         if a.entity_name is not None and a.entity_default:
             p.error("--entity-name and --entity-default cannot be used together")
         name = "" if a.entity_default else a.entity_name
@@ -130,6 +145,12 @@ def run(argv: list[str]) -> int:
         )
     if not a.bootstrap_server:
         p.error("--bootstrap-server must be specified")
+    types = a.entity_type or []
+    if any(t in _QUOTA_TYPES for t in types):
+        return _client_quotas(a, types)
+    if len(types) > 1:
+        p.error("Only one entity type may be given for topics and brokers")
+    a.entity_type = types[0] if types else None
     etype, name = _entity(p, a)
     if a.alter:
         if name is None:
@@ -155,6 +176,25 @@ def run(argv: list[str]) -> int:
         _alter(cfg, a, etype, name)
     else:
         _describe(cfg, etype, name, a.all)
+    return 0
+
+
+def _client_quotas(a: Any, types: list[str]) -> int:
+    """--entity-type users|clients (quota_configs.py)."""
+    if a.alter and a.add_config and a.add_config_file:
+        raise CliError("Only one of --add-config or --add-config-file must be specified")
+    if a.alter and not (a.add_config or a.add_config_file or a.delete_config):
+        raise CliError("At least one of --add-config, --add-config-file, or --delete-config must be specified "
+                       "with --alter")
+    to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
+    if a.add_config:
+        to_set.update(parse_add_config(a.add_config))
+    props = cl.load_properties(a.command_config) if a.command_config else {}
+    errors = cl.ClientErrors()
+    admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
+    md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
+    quota_configs.run(md, props, errors.timeout, a.describe, types, getattr(a, "entity_names", None) or [],
+                      to_set, parse_delete_config(a.delete_config))
     return 0
 
 

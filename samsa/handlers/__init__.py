@@ -1,6 +1,7 @@
 """One module per Kafka API; the dispatcher and ApiVersions are built from this list."""
 
 from samsa.handlers import (
+    alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
     api_versions,
@@ -14,6 +15,7 @@ from samsa.handlers import (
     delete_records,
     delete_topics,
     describe_acls,
+    describe_client_quotas,
     describe_cluster,
     describe_configs,
     describe_groups,
@@ -77,4 +79,6 @@ HANDLER_MODULES = [
     describe_acls,
     create_acls,
     delete_acls,
+    describe_client_quotas,
+    alter_client_quotas,
 ]

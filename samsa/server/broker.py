@@ -58,6 +58,7 @@ from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
+from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl_client import CLIENT_MECHANISMS, SaslLogin
@@ -98,6 +99,7 @@ class Broker:
         except AuthorizerConfigError as e:
             raise ConfigError(str(e)) from None
         self.authorizer: Authorizer | None = None  # set by open_storage() when authorizer.class.name is set
+        self.client_quotas: ClientQuotas = None  # type: ignore[assignment]  # set by open_storage()
         self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
@@ -169,6 +171,9 @@ class Broker:
         if self._super_users is not None:
             allow_if_no_acl = self.config.get_bool("allow.everyone.if.no.acl.found")
             self.authorizer = Authorizer(store, self._super_users, allow_if_no_acl, api_names(HANDLER_MODULES))
+        self.client_quotas = ClientQuotas(int(self.config.get("quota.window.num")),
+                                          float(self.config.get("quota.window.size.seconds")))
+        self.entity_configs.add_listener(self.client_quotas.on_entity_config)
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -201,7 +206,7 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, current_config=self._current_config, topics=self.topics,
             replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
             controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
-            fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs,
+            fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs, quotas=self.client_quotas,
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
             persist_log_start_offsets=self.persist_log_start_offsets, authorizer=self.authorizer)

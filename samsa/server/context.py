@@ -25,8 +25,9 @@ Three lifetimes, three places:
 
 The types handlers meet through the context are re-exported here, so that a handler names them
 without importing the modules that define them: `Topic` (`ctx.topics`), `Partition`
-(`ctx.replicas`), `Controller` (`ctx.controller`); `validate_topic_name`, Kafka's rule
-for topic names (`topics.py`); and the ACL vocabulary (`acls.py`: `Op`, `ResourceType`, ...).
+(`ctx.replicas`), `Controller` (`ctx.controller`), `ClientQuotas` (`ctx.quotas`);
+`validate_topic_name`, Kafka's rule for topic names (`topics.py`); and the ACL vocabulary
+(`acls.py`: `Op`, `ResourceType`, ...).
 
 Authorization: `ctx.authorize(op, resource type, name)` asks the broker's authorizer about the
 connection's principal and address (always True when `authorizer.class.name` is unset), as
@@ -65,13 +66,15 @@ from samsa.server.group_manager import GroupManager
 from samsa.server.network import ANONYMOUS
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
+from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl import SaslAuthenticator
 from samsa.server.topics import Topic, validate_topic_name
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
-           "ClientConnection", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern", "PatternType",
-           "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem", "validate_topic_name"]
+           "ClientConnection", "ClientQuotas", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern",
+           "PatternType", "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem",
+           "validate_topic_name"]
 
 # (node id, host, port, rack) of this broker on one listener, as Metadata describes a broker.
 Endpoint = tuple[int, str, int, str | None]
@@ -113,6 +116,7 @@ class BrokerServices:
     purgatory: Purgatory
     fetch_sessions: FetchSessionCache
     entity_configs: EntityConfigs  # users' and client-ids' configs (quotas, SCRAM credentials)
+    quotas: ClientQuotas  # client quotas in force (from entity_configs; the dispatcher applies them)
     api_versions: list[tuple[int, int, int]]  # (api key, min version, max version), from the handler registry
     endpoints: Callable[[str], list[Endpoint]]  # this broker's endpoint on a listener ([] if it has none)
     topic_ready: Callable[[str], bool]  # the topic exists and each of its partitions has a leader
@@ -251,6 +255,10 @@ class RequestContext:
     @property
     def entity_configs(self) -> EntityConfigs:
         return self.services.entity_configs
+
+    @property
+    def quotas(self) -> ClientQuotas:
+        return self.services.quotas
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:
