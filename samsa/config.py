@@ -159,6 +159,12 @@ def load_properties(path: str | Path) -> dict[str, str]:
 LISTENER_PREFIX = "listener.name."
 # Keys a listener may override as listener.name.<name>.<key> (Kafka's per-listener configs).
 PER_LISTENER = re.compile(r"ssl\..+|sasl\.enabled\.mechanisms")
+# Key and trust stores may change at runtime, per listener and per broker only (Kafka's
+# SslConfigs.RECONFIGURABLE_CONFIGS): a certificate rotation without a restart.
+DYNAMIC_PER_LISTENER = frozenset({
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.key",
+    "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.certificates"})
 # A mechanism's JAAS config exists only per listener: listener.name.<name>.<mechanism>.sasl.jaas.config
 JAAS_KEY = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
 
@@ -320,10 +326,11 @@ class BrokerConfig:
                 if k in BROKER_DEFS:
                     parse_value(BROKER_DEFS[k], v)  # every layer must be valid, even if hidden
         self._per_listener: dict[tuple[str, str], Any] = {}
-        for k, v in self._static.items():
-            lk = listener_key(k)
-            if lk is not None:
-                self._per_listener[lk] = v if JAAS_KEY.fullmatch(lk[1]) else parse_value(BROKER_DEFS[lk[1]], v)
+        for layer in (self._static, self._dyn_default, self._dyn_broker):  # (a dynamic value wins)
+            for k, v in layer.items():
+                lk = listener_key(k)
+                if lk is not None:
+                    self._per_listener[lk] = v if JAAS_KEY.fullmatch(lk[1]) else parse_value(BROKER_DEFS[lk[1]], v)
         self._merged = merged
         self._values: dict[str, Any] = {
             d.name: parse_value(d, merged[d.name]) if d.name in merged else _copy(d.default) for d in BROKER_DEF_LIST
@@ -343,6 +350,12 @@ class BrokerConfig:
                      default: Mapping[str, str | None] | None = None) -> BrokerConfig:
         """A copy with dynamic per-broker (`broker`) and/or cluster-default (`default`) changes applied;
         a None value removes that dynamic setting. Raises ConfigError for read-only or unknown keys."""
+        for k in default or {}:
+            lk = listener_key(k)
+            if lk is not None and lk[1] in DYNAMIC_PER_LISTENER:
+                raise ConfigError(f"{k} cannot be set for all brokers at once: give a broker id (each broker has "
+                                  "its own key store)")
+
         def apply(base: dict[str, str], changes: Mapping[str, str | None] | None) -> dict[str, str]:
             out = dict(base)
             for k, v in (changes or {}).items():
@@ -556,6 +569,16 @@ class BrokerConfig:
                 read_only=not d.dynamic, sensitive=d.sensitive,
                 synonyms=synonyms if include_synonyms else [],
                 type=KAFKA_CONFIG_TYPE[d.type], doc=d.doc if include_docs else None))
+        if not default_resource:  # a listener's own dynamic TLS stores (listener.name.<l>.ssl.*)
+            for name in sorted(k for k in self._dyn_broker if listener_key(k) is not None):
+                if names is not None and name not in wanted:
+                    continue
+                d = BROKER_DEFS[listener_key(name)[1]]  # type: ignore[index]
+                value = None if d.sensitive else self._dyn_broker[name]
+                entries.append(ConfigEntry(
+                    name=name, value=value, source=DYNAMIC_BROKER_CONFIG, read_only=False, sensitive=d.sensitive,
+                    synonyms=[(name, value, DYNAMIC_BROKER_CONFIG)] if include_synonyms else [],
+                    type=KAFKA_CONFIG_TYPE[d.type], doc=d.doc if include_docs else None))
         return entries
 
 
@@ -566,6 +589,11 @@ _DEFAULT_STRINGS: dict[str, str] = {
 
 def _check_dynamic(keys: Iterable[str]) -> None:
     for k in keys:
+        lk = listener_key(k)
+        if lk is not None and lk[1] in DYNAMIC_PER_LISTENER:
+            continue
+        if k in DYNAMIC_PER_LISTENER:
+            raise ConfigError(f"{k} can be changed at runtime only per listener: listener.name.<listener>.{k}")
         d = BROKER_DEFS.get(k)
         if d is None:
             raise ConfigError(f"unknown broker config {k!r}")

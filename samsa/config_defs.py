@@ -154,6 +154,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("max.connections.per.ip", "int", INT_MAX, "Most connections from one address.", at_least(0), dynamic=True),
     _b("max.connections.per.ip.overrides", "string", "", "Per-address limits as host:count pairs.", HostCounts(),
        dynamic=True),
+    # client quotas (samsa/server/quotas.py); the quotas themselves are users' and client-ids' configs
+    _b("quota.window.num", "int", 11, "Samples a client quota's rate is measured over.", at_least(1)),
+    _b("quota.window.size.seconds", "int", 1, "Length of each sample of a client quota's rate.", at_least(1)),
     _b("fetch.max.bytes", "int", 57671680, "Most bytes one fetch response may carry.", at_least(1024)),
     _b("max.incremental.fetch.session.cache.slots", "int", 1000,
        "Fetch sessions (KIP-227) kept: followers and consumers that fetch incrementally.", at_least(0)),
@@ -184,7 +187,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, "
        "is refused). SCRAM users are credentials in ZooKeeper (samsa configs --entity-type users)."),
     _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
-       "SASL mechanism between brokers (replication over SASL is not supported yet)." + _UNUSED),
+       "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
+       "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),
     _b("connections.max.reauth.ms", "long", 0,
        "Longest SASL session before the client must authenticate again (0: no limit)." + _UNUSED, at_least(0)),
     _b("ssl.principal.mapping.rules", "string", "DEFAULT",
@@ -192,6 +196,43 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("principal.builder.class", "class",
        "org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder",
        "Class that maps connections to principals." + _UNUSED),
+    # Kerberos (GSSAPI) and token-refreshing logins (OAUTHBEARER): Samsa offers neither, and
+    # keeps Kafka's keys (dynamic, as Kafka's listener configs) so that files and scripts carry over.
+    _b("sasl.kerberos.service.name", "string", None, "Kerberos name the broker runs as (GSSAPI)." + _UNUSED,
+       dynamic=True),
+    _b("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "Kerberos kinit command (GSSAPI)." + _UNUSED,
+       dynamic=True),
+    _b("sasl.kerberos.ticket.renew.window.factor", "double", 0.8,
+       "Share of a Kerberos ticket's life after which it is renewed (GSSAPI)." + _UNUSED, between(0, 1), dynamic=True),
+    _b("sasl.kerberos.ticket.renew.jitter", "double", 0.05,
+       "Random jitter added to the Kerberos renewal time (GSSAPI)." + _UNUSED, between(0, 1), dynamic=True),
+    _b("sasl.kerberos.min.time.before.relogin", "long", 60000,
+       "Least time between Kerberos relogins, ms (GSSAPI)." + _UNUSED, at_least(0), dynamic=True),
+    _b("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"],
+       "Rules mapping Kerberos principals to short names (GSSAPI)." + _UNUSED, dynamic=True),
+    _b("sasl.login.refresh.window.factor", "double", 0.8,
+       "Share of a login credential's life after which it is refreshed (OAUTHBEARER)." + _UNUSED, between(0.5, 1),
+       dynamic=True),
+    _b("sasl.login.refresh.window.jitter", "double", 0.05,
+       "Random jitter added to the credential refresh time (OAUTHBEARER)." + _UNUSED, between(0, 0.25), dynamic=True),
+    _b("sasl.login.refresh.min.period.seconds", "short", 60,
+       "Least time between credential refreshes (OAUTHBEARER)." + _UNUSED, between(0, 900), dynamic=True),
+    _b("sasl.login.refresh.buffer.seconds", "short", 300,
+       "Time before expiry at which a credential is refreshed (OAUTHBEARER)." + _UNUSED, between(0, 3600),
+       dynamic=True),
+    # JSSE notions (the Java TLS stack's): Samsa's TLS is OpenSSL's.
+    _b("ssl.keymanager.algorithm", "string", "SunX509", "JSSE key manager algorithm." + _UNUSED, dynamic=True),
+    _b("ssl.trustmanager.algorithm", "string", "PKIX", "JSSE trust manager algorithm." + _UNUSED, dynamic=True),
+    _b("ssl.secure.random.implementation", "string", None, "JSSE SecureRandom implementation." + _UNUSED,
+       dynamic=True),
+    _b("ssl.provider", "string", None, "JSSE security provider." + _UNUSED, dynamic=True),
+    # ACLs (samsa/server/authorizer.py)
+    _b("authorizer.class.name", "string", "",
+       "ACL authorizer: kafka.security.authorizer.AclAuthorizer or samsa.server.authorizer.AclAuthorizer (empty: "
+       "none, everything is allowed); any other class is refused."),
+    _b("super.users", "string", "", "Principals allowed everything whatever the ACLs, separated by ;."),
+    _b("allow.everyone.if.no.acl.found", "boolean", False,
+       "With an authorizer, allow a resource that has no ACL at all to everyone."),
     # ZooKeeper (accepted so Kafka files load)
     _b("zookeeper.connect", "string", None,
        "ZooKeeper connection string (host:port,...[/chroot]); unset runs one broker with an embedded store."),
@@ -413,3 +454,18 @@ def precedence_group(name: str) -> tuple[str, ...]:
         if name in group:
             return group
     return (name,)
+
+
+# Users' and client-ids' quota keys (Kafka's QuotaConfig user/client-id configs), with their
+# types: integral ("long") or not ("double"). Set through AlterClientQuotas and `samsa configs
+# --entity-type users|clients`; applied by samsa/server/quotas.py.
+CLIENT_QUOTA_TYPES: dict[str, Literal["long", "double"]] = {
+    "producer_byte_rate": "long",
+    "consumer_byte_rate": "long",
+    "request_percentage": "double",
+    "controller_mutation_rate": "double",
+}
+# Quota keys Kafka has and Samsa refuses to set, with why (they would be accepted and ignored).
+CLIENT_QUOTA_REFUSED: dict[str, str] = {
+    "controller_mutation_rate": "controller mutation quotas (KIP-599) are not implemented by Samsa",
+}

@@ -11,10 +11,11 @@ from samsa.protocol.schema import Msg
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "raw-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.correlation_id = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -44,7 +45,7 @@ class RawClient:
 
     def request(self, api_key: int, version: int, body: Any) -> Msg:
         self.correlation_id += 1
-        self.send_bytes(bytes(encode_request(api_key, version, self.correlation_id, "raw-test", body)))
+        self.send_bytes(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
         cid, msg = decode_response(api_key, version, self.read_frame())
         assert cid == self.correlation_id
         return msg

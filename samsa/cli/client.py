@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 from confluent_kafka import KafkaError, KafkaException
 
 from samsa.cli.common import CliError
+from samsa.protocol.client_security import SECURITY_KEYS as _SECURITY_KEYS
 
 # How long a tool waits for the cluster (first metadata, admin calls) before giving up.
 DEFAULT_TIMEOUT_S = 10.0
@@ -130,11 +131,31 @@ def _unescape(s: str) -> str:
     return "".join(out)
 
 
+def jaas_login(props: dict[str, str]) -> tuple[str, str] | None:
+    """(username, password) from sasl.jaas.config or sasl.username/sasl.password (None: unset)."""
+    from samsa.protocol.client_security import jaas_login as login
+
+    try:
+        return login(props)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+
+def _security_to_librdkafka(props: dict[str, str], out: dict[str, str]) -> None:
+    from samsa.protocol.client_security import librdkafka_security
+
+    try:
+        out.update(librdkafka_security(props))
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+
 def to_librdkafka(props: dict[str, str]) -> dict[str, str]:
     """Translate Java client property names to librdkafka's, dropping ones it has no use for."""
     out: dict[str, str] = {}
+    _security_to_librdkafka(props, out)
     for key, value in props.items():
-        if key in _IGNORED:
+        if key in _IGNORED or key in _SECURITY_KEYS:
             continue
         if key in _RENAMED:
             name, convert = _RENAMED[key]
@@ -324,23 +345,47 @@ def source_id(source: Any) -> int:
     return int(source.value) if hasattr(source, "value") else int(source)
 
 
-def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float) -> Any:
-    """One request/response over a fresh PLAINTEXT connection, with Samsa's own codec: for the few
-    things librdkafka cannot express (the empty broker-defaults config resource)."""
+def _exchange(sock: socket.socket, api_key: int, version: int, body: dict[str, Any], correlation_id: int) -> Any:
     from samsa.protocol.framing import FrameSplitter
     from samsa.protocol.messages import decode_response, encode_request
 
+    sock.sendall(bytes(encode_request(api_key, version, correlation_id, "samsa-cli", body)))
+    frames = FrameSplitter()
+    while (frame := frames.next_frame()) is None:
+        n = sock.recv_into(frames.buffer())
+        if not n:
+            raise ConnectionError("connection closed by the broker")
+        frames.advance(n)
+    _, msg = decode_response(api_key, version, frame)
+    return msg
+
+
+def raw_request(host: str, port: int, api_key: int, version: int, body: dict[str, Any], timeout: float,
+                props: dict[str, str] | None = None) -> Any:
+    """One request/response over a fresh connection, with Samsa's own codec: for the few things
+    librdkafka cannot express (the empty broker-defaults config resource, client quotas).
+    `props` are the tool's client properties: security.protocol SSL / SASL_PLAINTEXT / SASL_SSL
+    with their ssl.* and sasl.* settings (Java's or librdkafka's names)."""
+    from samsa.protocol.client_security import ClientSecurity
+    from samsa.protocol.scram import SaslClientError
+
     try:
-        with socket.create_connection((host, port), timeout=timeout) as sock:
-            sock.sendall(bytes(encode_request(api_key, version, 1, "samsa-cli", body)))
-            frames = FrameSplitter()
-            while (frame := frames.next_frame()) is None:
-                n = sock.recv_into(frames.buffer())
-                if not n:
-                    raise ConnectionError("connection closed by the broker")
-                frames.advance(n)
-            _, msg = decode_response(api_key, version, frame)
-            return msg
+        security = ClientSecurity.from_properties(props or {})
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as plain:
+            sock = security.tls_context().wrap_socket(plain, server_hostname=host) if security.tls else plain
+            try:
+                if security.sasl:
+                    n = iter(range(1, 1000))
+                    security.login(lambda k, v, b: _exchange(sock, k, v, b, next(n)))
+                return _exchange(sock, api_key, version, body, 0)
+            finally:
+                if sock is not plain:
+                    sock.close()
+    except SaslClientError as e:
+        raise CliError(str(e)) from None
     except (OSError, ValueError) as e:
         raise CliError(f"request to {host}:{port} failed: {e}") from None
 

@@ -10,17 +10,19 @@ sends one IncrementalAlterConfigs request (deletes, then sets) and prints
 
 from __future__ import annotations
 
+import argparse
 import re
 from typing import Any, NamedTuple
 
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from samsa.cli import client as cl
-from samsa.cli import user_configs
+from samsa.cli import quota_configs, user_configs
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.protocol.errors import ErrorCode
 
-_TYPES = ("topics", "brokers", "users")
+_TYPES = ("topics", "brokers")
+_QUOTA_TYPES = ("users", "clients")  # client quotas (quota_configs.py); users' SCRAM credentials (user_configs.py)
 _BROKER = 4  # ConfigResource type id
 _DYNAMIC_SOURCE = {
     "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
@@ -46,11 +48,12 @@ def build_parser() -> ArgumentParser:
     p.add_argument(
         "--all", action="store_true", help="List all configs for the given entity, including static configs."
     )
-    p.add_argument("--entity-type", metavar="TYPE", help="Type of entity (topics/brokers/users).")
-    p.add_argument("--entity-name", metavar="NAME", help="Name of entity (topic name/broker id/user principal).")
-    p.add_argument(
-        "--entity-default", action="store_true", help="Default entity name for brokers (cluster-wide defaults)."
-    )
+    p.add_argument("--entity-type", metavar="TYPE", action="append",
+                   help="Type of entity (topics/brokers/users/clients); users and clients may be combined.")
+    p.add_argument("--entity-name", metavar="NAME", action=_EntityName,
+                   help="Name of entity (topic name/broker id/user principal name/client id).")
+    p.add_argument("--entity-default", nargs=0, action=_EntityName,
+                   help="Default entity name for brokers (cluster-wide defaults), users or clients.")
     p.add_argument(
         "--topic", metavar="TOPIC", help="The topic's name (same as --entity-type topics --entity-name TOPIC)."
     )
@@ -65,6 +68,17 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--add-config-file", metavar="FILE", help="Path to a properties file with configs to add.")
     p.add_argument("--delete-config", action="append", metavar="K1,K2", help="config keys to remove 'k1,k2'")
     return p
+
+
+class _EntityName(argparse.Action):
+    """--entity-name NAME / --entity-default: also kept in order in `entity_names` ("" for a
+    default), to pair with the --entity-type options as Kafka's tool does."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        default = option_string == "--entity-default"
+        ns.entity_names = [*(getattr(ns, "entity_names", None) or []), "" if default else values]
+        setattr(ns, self.dest, True if default else values)
 
 
 def parse_add_config(text: str) -> dict[str, str]:
@@ -108,7 +122,7 @@ def _entity(p: ArgumentParser, a: Any) -> tuple[str, str | None]:
             p.error("At least one entity type must be specified")
         etype = a.entity_type
         if etype not in _TYPES:
-            p.error(f"Invalid entity type {etype}, the entity type must be one of {', '.join(_TYPES)}")
+            p.error(f"Invalid entity type {etype}, the entity type must be one of {', '.join(_TYPES + _QUOTA_TYPES)}")
         if a.entity_name is not None and a.entity_default:
             p.error("--entity-name and --entity-default cannot be used together")
         name = "" if a.entity_default else a.entity_name
@@ -136,9 +150,20 @@ def run(argv: list[str]) -> int:
         p.error("--bootstrap-server must be specified")
     if a.bootstrap_server and a.zookeeper:
         p.error("Only one of --bootstrap-server or --zookeeper must be specified")
+    types = a.entity_type or []
+    if a.zookeeper and types != ["users"]:
+        p.error("--zookeeper changes only users' SCRAM credentials (--entity-type users); use --bootstrap-server")
+    if types == ["users"] and (a.zookeeper or _scram_alter(a)):
+        return _user_scram(a)
+    if any(t in _QUOTA_TYPES for t in types):
+        _client_quotas(a, types)
+        if types == ["users"] and a.describe:  # then the SCRAM credentials, as Kafka's tool does
+            _user_scram(a)
+        return 0
+    if len(types) > 1:
+        p.error("Only one entity type may be given for topics and brokers")
+    a.entity_type = types[0] if types else None
     etype, name = _entity(p, a)
-    if a.zookeeper and etype != "users":
-        p.error("--zookeeper changes only users' SCRAM credentials; use --bootstrap-server for " + etype)
     if a.alter:
         if name is None:
             p.error(
@@ -153,10 +178,6 @@ def run(argv: list[str]) -> int:
                 "At least one of --add-config, --add-config-file, or --delete-config must be specified with --alter"
             )
 
-    if etype == "users":
-        to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
-        to_set.update(parse_add_config(a.add_config) if a.add_config else {})
-        return user_configs.run(a, name, to_set, parse_delete_config(a.delete_config))
     props = cl.load_properties(a.command_config) if a.command_config else {}
     errors = cl.ClientErrors()
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
@@ -167,6 +188,63 @@ def run(argv: list[str]) -> int:
         _alter(cfg, a, etype, name)
     else:
         _describe(cfg, etype, name, a.all)
+    return 0
+
+
+def _scram_alter(a: Any) -> bool:
+    """Whether an --alter of users changes SCRAM credentials (Kafka's tool does not mix them with
+    quotas in one command)."""
+    if not a.alter:
+        return False
+    keys = [*_to_set(a), *parse_delete_config(a.delete_config)]
+    scram = [k for k in keys if k in user_configs.MECHANISMS]
+    if scram and len(scram) != len(keys):
+        raise CliError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using "
+                       "--bootstrap-server.")
+    return bool(scram)
+
+
+def _to_set(a: Any) -> dict[str, str]:
+    if a.add_config and a.add_config_file:
+        raise CliError("Only one of --add-config or --add-config-file must be specified")
+    to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
+    if a.add_config:
+        to_set.update(parse_add_config(a.add_config))
+    return to_set
+
+
+def _user_scram(a: Any) -> int:
+    """--entity-type users: SCRAM credentials (user_configs.py)."""
+    names = getattr(a, "entity_names", None) or []
+    if len(names) > 1:
+        raise CliError("More entity names specified than entity types")
+    name = names[0] if names else None
+    if a.alter and name is None:
+        raise CliError("An entity name must be specified with --alter of users")
+    if a.alter and not (a.add_config or a.add_config_file or a.delete_config):
+        raise CliError("At least one of --add-config, --add-config-file, or --delete-config must be specified "
+                       "with --alter")
+    if name == "" and a.describe:
+        return 0  # (no SCRAM credentials for the default user: Kafka's tool shows only its quotas)
+    return user_configs.run(a, name, _to_set(a), parse_delete_config(a.delete_config))
+
+
+def _client_quotas(a: Any, types: list[str]) -> int:
+    """--entity-type users|clients (quota_configs.py)."""
+    if a.alter and a.add_config and a.add_config_file:
+        raise CliError("Only one of --add-config or --add-config-file must be specified")
+    if a.alter and not (a.add_config or a.add_config_file or a.delete_config):
+        raise CliError("At least one of --add-config, --add-config-file, or --delete-config must be specified "
+                       "with --alter")
+    to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
+    if a.add_config:
+        to_set.update(parse_add_config(a.add_config))
+    props = cl.load_properties(a.command_config) if a.command_config else {}
+    errors = cl.ClientErrors()
+    admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
+    md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
+    quota_configs.run(md, props, errors.timeout, a.describe, types, getattr(a, "entity_names", None) or [],
+                      to_set, parse_delete_config(a.delete_config))
     return 0
 
 
@@ -183,7 +261,7 @@ class _Configs:
 
     confluent-kafka serves topics and brokers by id, but librdkafka refuses the empty resource name
     that addresses cluster-wide broker defaults (`--entity-default`); those two requests are sent
-    over a plain socket with Samsa's own codec instead (PLAINTEXT listeners only).
+    over a plain socket with Samsa's own codec instead (TLS and SASL from --command-config).
     """
 
     def __init__(self, admin: AdminClient, md: Any, props: dict[str, str], timeout: float) -> None:
@@ -237,11 +315,8 @@ class _Configs:
         _raise_for(result.error_code, result.error_message)
 
     def _raw(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise CliError(f"--entity-default for brokers needs a PLAINTEXT listener (security.protocol={protocol})")
         broker = next(iter(self.md.brokers.values()))
-        return cl.raw_request(broker.host, broker.port, api_key, version, body, self.timeout)
+        return cl.raw_request(broker.host, broker.port, api_key, version, body, self.timeout, self.props)
 
 
 def _raise_for(code: int, message: str | None) -> None:

@@ -77,6 +77,7 @@ def build_parser() -> ArgumentParser:
     )
     p.add_argument(
         "--producer.config",
+        "--command-config",
         dest="producer_config",
         metavar="FILE",
         help="Producer properties file (--producer-property wins).",

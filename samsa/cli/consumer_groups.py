@@ -13,7 +13,7 @@ Flags, checks, messages and tables follow Kafka's `ConsumerGroupCommand`:
 
 All of it goes through confluent-kafka's AdminClient except `--delete-offsets`: the Python client
 has no DeleteConsumerGroupOffsets, so that one OffsetDelete v0 request is sent to the group's
-coordinator (learnt from DescribeGroups) with Samsa's own codec, over PLAINTEXT.
+coordinator (learnt from DescribeGroups) with Samsa's own codec, over the tool's security settings.
 
 A problem with the whole command is a `CliError` (one line, exit 1; bad flags exit 2). A problem
 with one group is Kafka's `Error: ...` line on stderr: the other groups are still served and the
@@ -495,15 +495,13 @@ class GroupService:
 
     def _offset_delete(self, coordinator: Any, group: str, partitions: list[TP]) -> tuple[int, dict[TP, int]]:
         """One OffsetDelete v0 to the coordinator → (top-level error code, partition → error code)."""
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise CliError(f"--delete-offsets needs a PLAINTEXT listener (security.protocol={protocol})")
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
         topics = [{"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in by_topic.items()]
         body = {"group_id": group, "topics": topics}
-        resp = cl.raw_request(coordinator.host, coordinator.port, _OFFSET_DELETE_KEY, 0, body, self.timeout)
+        resp = cl.raw_request(coordinator.host, coordinator.port, _OFFSET_DELETE_KEY, 0, body, self.timeout,
+                              self.props)
         per = {(t.name, p.partition_index): int(p.error_code) for t in resp.topics for p in t.partitions}
         return int(resp.error_code), per
 

@@ -3,7 +3,7 @@
 
 The controller is found as Kafka's admin client finds it: Metadata's ``controller_id``, that
 broker's advertised endpoint, then the request over a plain socket with Samsa's own codec
-(`samsa.cli.client.raw_request`, PLAINTEXT listeners only). A NOT_CONTROLLER answer (the
+(`samsa.cli.client.raw_request`, with the tool's security settings). A NOT_CONTROLLER answer (the
 controller moved) or an unknown controller (an election is under way) is retried with fresh
 metadata until the tool's timeout.
 """
@@ -34,11 +34,6 @@ class ControllerClient:
         self.props = props
         self.timeout = timeout
 
-    def _check_protocol(self) -> None:
-        protocol = self.props.get("security.protocol", "PLAINTEXT").upper()
-        if protocol != "PLAINTEXT":
-            raise CliError(f"partition reassignment requests need a PLAINTEXT listener (security.protocol={protocol})")
-
     def _controller(self, remaining: float) -> tuple[str, int] | None:
         try:
             md = self.admin.list_topics(timeout=max(0.1, remaining))
@@ -50,14 +45,13 @@ class ControllerClient:
     def request(self, api_key: int, version: int, body: dict[str, Any], *, retry: bool = True) -> Any:
         """Send to the controller; the response Msg (its top-level error is the caller's to read,
         except NOT_CONTROLLER, which is retried while ``retry`` and time allow)."""
-        self._check_protocol()
         deadline = time.monotonic() + self.timeout
         while True:
             remaining = deadline - time.monotonic()
             endpoint = self._controller(remaining)
             if endpoint is not None:
                 wait = float(body.get("timeout", 0)) / 1000 + self.timeout
-                resp = cl.raw_request(endpoint[0], endpoint[1], api_key, version, body, wait)
+                resp = cl.raw_request(endpoint[0], endpoint[1], api_key, version, body, wait, self.props)
                 if resp.error_code != ErrorCode.NOT_CONTROLLER:
                     return resp
             if not retry or time.monotonic() + _RETRY_BACKOFF_S >= deadline:

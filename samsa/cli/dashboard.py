@@ -48,6 +48,8 @@ def build_parser() -> ArgumentParser:
     ):
         default = getattr(_DEFAULTS, role)
         p.add_argument(flag, dest=f"topic_{role}", metavar="TOPIC", default=default, help=f"(default {default})")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties for a secured cluster: security.protocol, sasl.*, ssl.*")
     return p
 
 
@@ -66,6 +68,7 @@ def run(argv: list[str]) -> int:
         topics=topics,
         job_timeout_s=a.job_timeout,
         series_minutes=a.history_minutes,
+        consumer_config=cl.to_librdkafka(cl.load_properties(a.command_config)) if a.command_config else None,
     )
     try:
         dashboard.start()

@@ -101,10 +101,10 @@ class EmbeddedBroker:
             self.proc.wait()
 
 
-def create_topics(bootstrap: str) -> None:
+def create_topics(bootstrap: str, client: dict[str, str] | None = None) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    admin = AdminClient({**(client or {}), "bootstrap.servers": bootstrap, "log_level": 3})
     futures = admin.create_topics([NewTopic(t, n, 1) for t, n in PARTITIONS.items()], operation_timeout=10)
     for topic, fut in futures.items():
         try:
@@ -126,7 +126,19 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--broker-port", type=int, default=9092,
                     help="the embedded broker's port (default: 9092, or a free one if taken)")
     ap.add_argument("--trigger", default="2 seconds", help="Spark micro-batch interval (default: 2 seconds)")
+    ap.add_argument("--bootstrap-server", metavar="SERVER",
+                    help="run against this cluster instead of starting a broker (its topics are created if missing)")
+    ap.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties for a secured cluster: security.protocol, sasl.*, ssl.*")
     args = ap.parse_args(argv)
+    from samsa.pipeline.job import client_properties
+
+    try:
+        args.client_props = client_properties(args.command_config)
+    except ValueError as e:
+        raise CliError(f"--command-config: {e}") from None
+    if args.client_props and not args.bootstrap_server:
+        raise CliError("--command-config is for an existing cluster: give its --bootstrap-server too")
     if args.rate <= 0 or args.sensors <= 0:
         raise CliError("--rate and --sensors must be positive")
     if args.duration is not None and args.duration <= 0:
@@ -162,17 +174,26 @@ class Demo:
         return 0
 
     def _start(self) -> None:
-        port = self.args.broker_port if port_free(self.args.broker_port) else free_port()
-        broker = EmbeddedBroker(self.data, port)
-        say(f"starting the Samsa broker on {broker.bootstrap} (log: {broker.log_path})")
-        broker.start()
-        self.parts.append(("broker", broker.stop))
-        self.bootstrap = broker.bootstrap
-        create_topics(self.bootstrap)
+        from samsa.protocol.client_security import librdkafka_config
+
+        props: dict[str, str] = self.args.client_props
+        client = librdkafka_config(props)
+        if self.args.bootstrap_server:
+            self.bootstrap = self.args.bootstrap_server
+            say(f"using the cluster at {self.bootstrap}" + (f" ({props['security.protocol']})"
+                                                             if "security.protocol" in props else ""))
+        else:
+            port = self.args.broker_port if port_free(self.args.broker_port) else free_port()
+            broker = EmbeddedBroker(self.data, port)
+            say(f"starting the Samsa broker on {broker.bootstrap} (log: {broker.log_path})")
+            broker.start()
+            self.parts.append(("broker", broker.stop))
+            self.bootstrap = broker.bootstrap
+        create_topics(self.bootstrap, client)
 
         from samsa.pipeline.dashboard import Dashboard
 
-        dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port)
+        dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port, consumer_config=client)
         dashboard.start()
         self.dashboard = dashboard
         self.parts.append(("dashboard", dashboard.stop))
@@ -187,13 +208,15 @@ class Demo:
         # a micro-batch holds at most ~5 s of readings, so a slow start never makes one huge batch
         cap = max(10_000, int(self.args.rate * 5))
         self.job = PipelineJob(self.spark, JobConfig(bootstrap=self.bootstrap, data_dir=self.data,
-                                                     trigger=self.args.trigger, max_offsets_per_trigger=cap)).start()
+                                                     trigger=self.args.trigger, max_offsets_per_trigger=cap,
+                                                     client_props=props)).start()
         self.parts.append(("pipeline job", self.job.stop))
 
+        from samsa.pipeline.ingest.producer import IngestProducer
         from samsa.pipeline.ingest.simulate import Simulator
 
         self.simulator = Simulator(self.bootstrap, topic=contract.READINGS, rate=self.args.rate,
-                                   sensors=self.args.sensors)
+                                   sensors=self.args.sensors, producer=IngestProducer(self.bootstrap, client))
         sim_stop = threading.Event()
         sim_done = threading.Event()
 

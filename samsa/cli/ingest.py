@@ -39,6 +39,10 @@ def build_parser() -> ArgumentParser:
         help="A librdkafka producer property (repeatable), e.g. linger.ms=50.",
     )
     common.add_argument(
+        "--producer.config", "--command-config", dest="producer_config", metavar="FILE",
+        help="Producer properties file, e.g. for a secured cluster (--producer-property wins).",
+    )
+    common.add_argument(
         "--log-level", default="INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
         help="Log level on stderr (default INFO; DEBUG logs every delivery's partition and offset).",
     )
@@ -256,6 +260,8 @@ def _configure_logging(level: str) -> None:
 
 def _producer(a: Any) -> IngestProducer:
     props = parse_properties(a.producer_property, "--producer-property")
+    if a.producer_config:
+        props = {**cl.to_librdkafka(cl.load_properties(a.producer_config)), **props}
     try:
         producer = IngestProducer(a.bootstrap_server, props)
         producer.check_connection()

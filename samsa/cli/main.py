@@ -18,6 +18,7 @@ TOOLS: dict[str, tuple[str, str]] = {
     "console-consumer": ("samsa.cli.console_consumer", "print records of a topic"),
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs"),
+    "acls": ("samsa.cli.acls", "add, remove and list ACLs"),
     "leader-election": ("samsa.cli.leader_election", "run preferred or unclean leader elections"),
     "reassign-partitions": ("samsa.cli.reassign_partitions",
                             "generate, execute, verify and cancel partition reassignments"),

@@ -79,7 +79,8 @@ def producer_parser() -> ArgumentParser:
     add("--payload-delimiter", default="\\n", metavar="DELIMITER", help="payload delimiter in --payload-file")
     add("--throughput", required=True, type=float, metavar="THROUGHPUT", help="messages/sec to aim for; -1: no limit")
     add("--producer-props", nargs="+", metavar="PROP-NAME=PROP-VALUE", help="producer properties (bootstrap.servers..)")
-    add("--producer.config", dest="producer_config", metavar="CONFIG-FILE", help="producer config properties file.")
+    add("--producer.config", "--command-config", dest="producer_config", metavar="CONFIG-FILE",
+        help="producer config properties file.")
     add("--bootstrap-server", metavar="SERVER", help="The server(s) to connect to (overrides bootstrap.servers).")
     add("--print-metrics", action="store_true", help="print librdkafka statistics at the end of the test.")
     add("--transactional-id", metavar="TRANSACTIONAL-ID", help="The transactional id to use.")
@@ -355,7 +356,8 @@ def consumer_parser() -> ArgumentParser:
     add(
         "--socket-buffer-size", type=int, default=2 * 1024 * 1024, metavar="SIZE", help="The size of the tcp RECV size."
     )
-    add("--consumer.config", dest="consumer_config", metavar="FILE", help="Consumer config properties file.")
+    add("--consumer.config", "--command-config", dest="consumer_config", metavar="FILE",
+        help="Consumer config properties file.")
     add("--print-metrics", action="store_true", help="Accepted for compatibility; ignored.")
     add("--show-detailed-stats", action="store_true", help="Report stats for each reporting interval.")
     add("--timeout", type=int, default=10_000, metavar="MS", help="Longest wait between records (default 10000).")

@@ -44,11 +44,15 @@ def run(argv: list[str]) -> int:
 def run_job(args: Any) -> int:
     from samsa.pipeline import job
 
+    try:
+        cfg = job.config_from(args)
+    except ValueError as e:  # a bad --command-config
+        raise CliError(f"--command-config: {e}") from None
     print(f"==> starting Spark ({args.master or 'local[2]'}) for the pipeline job; data in {args.data_dir}",
           flush=True)
     spark = job.spark_session(args.master, ui=args.spark_ui)
     try:
-        pipeline = job.PipelineJob(spark, job.config_from(args)).start()
+        pipeline = job.PipelineJob(spark, cfg).start()
     except Exception as e:  # a bad option or an unreachable broker: the source says which
         raise CliError(str(e).strip().splitlines()[-1]) from None
     stop = {"now": False}

@@ -40,6 +40,7 @@ from samsa.cli.common import CliError
 from samsa.metadata import scram, zkdata
 from samsa.metadata.store import MetadataStore
 
+MECHANISMS = scram.MECHANISMS  # the config names that are SCRAM credentials
 _VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
 _ZK_TIMEOUT_MS = 30000
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.configs import BROKER, TOPIC
+from samsa.handlers.configs import BROKER, TOPIC, refusal
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 33
 MIN_VERSION = 0
@@ -16,6 +16,11 @@ MAX_VERSION = 2
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     responses = []
     for r in req.resources:
+        refused = refusal(ctx, Op.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            responses.append({"error_code": int(refused), "error_message": None, "resource_type": r.resource_type,
+                              "resource_name": r.resource_name})
+            continue
         configs = {c.name: c.value for c in r.configs}
         try:
             if r.resource_type == TOPIC:

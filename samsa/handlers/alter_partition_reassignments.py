@@ -22,7 +22,7 @@ from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import Controller, RequestContext
+from samsa.server.context import Controller, Op, RequestContext
 
 API_KEY = 45
 MIN_VERSION = 0
@@ -41,6 +41,10 @@ def handle(ctx: RequestContext, req: Any) -> Any:
         for t in req.topics
         for p in t.partitions
     ]
+    if not ctx.authorize_cluster(Op.ALTER):  # (Kafka: ALTER on the cluster, for the whole request)
+        message = "ALTER on the cluster is needed to reassign partitions"
+        return _response(entries, [(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, message)] * len(entries),
+                         ErrorCode.CLUSTER_AUTHORIZATION_FAILED, message, allow_rf_change)
     controller = active_controller(ctx)
     if controller is None:
         message = "this broker is not the active controller"

@@ -1,14 +1,14 @@
 """CreatePartitions (37): grow a topic's partition count. The new assignment is written to the
 metadata store (awaited); the answer waits in the purgatory until every new partition has a
 leader in this broker's view (Kafka's DelayedCreatePartitions), or REQUEST_TIMED_OUT at the
-request's timeout."""
+request's timeout. ALTER on the topic is needed (TOPIC_AUTHORIZATION_FAILED), as in Kafka."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext, ResourceType
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 
 API_KEY = 37
@@ -19,6 +19,10 @@ MAX_VERSION = 3
 async def handle(ctx: RequestContext, req: Any) -> Any:
     results = []
     for t in req.topics:
+        if not ctx.authorize(Op.ALTER, ResourceType.TOPIC, t.name):
+            results.append({"name": t.name, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                            "error_message": "The topic authorization is failed."})
+            continue
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
             await ctx.admin.create_partitions(t.name, t.count, assignment, req.validate_only)

@@ -1,5 +1,8 @@
 """CreateTopics (19): the topics are written to the metadata store (awaited), then the answer
-waits in the purgatory until the controller has given every new partition a leader."""
+waits in the purgatory until the controller has given every new partition a leader.
+
+Authorization (as Kafka's): CREATE on the cluster, or on each topic (TOPIC_AUTHORIZATION_FAILED);
+without DESCRIBE_CONFIGS on a topic its configs are not shown (topic_config_error_code)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from typing import Any
 
 from samsa.config import describe_topic_config
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext, ResourceType
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
 
@@ -19,6 +22,7 @@ MAX_VERSION = 7
 async def handle(ctx: RequestContext, req: Any) -> Any:
     results = []
     seen: set[str] = set()
+    may_create_any = ctx.authorize_cluster(Op.CREATE, log_denied=False)
     for t in req.topics:
         if t.name in seen:
             results.append({"name": t.name, "error_code": int(ErrorCode.INVALID_REQUEST),
@@ -26,6 +30,11 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                             "replication_factor": -1})
             continue
         seen.add(t.name)
+        if not may_create_any and not ctx.authorize(Op.CREATE, ResourceType.TOPIC, t.name):
+            results.append({"name": t.name, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                            "error_message": "Authorization failed.", "num_partitions": -1, "replication_factor": -1,
+                            "topic_config_error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)})
+            continue
         configs = {c.name: c.value for c in (t.configs or [])}
         assignment = {a.partition_index: list(a.broker_ids) for a in (t.assignments or [])} or None
         if assignment and (t.num_partitions != -1 or t.replication_factor != -1):
@@ -39,6 +48,11 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         except KafkaError as e:
             results.append({"name": t.name, "error_code": int(e.code), "error_message": e.message,
                             "num_partitions": -1, "replication_factor": -1})
+            continue
+        if not ctx.authorize(Op.DESCRIBE_CONFIGS, ResourceType.TOPIC, t.name, log_denied=False):
+            results.append({"name": t.name, "topic_id": topic.topic_id.bytes, "error_code": 0,
+                            "num_partitions": len(topic.partitions), "replication_factor": topic.replication_factor,
+                            "topic_config_error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "configs": []})
             continue
         entries = describe_topic_config(ctx.config, topic.configs)
         results.append({

@@ -1,12 +1,13 @@
 """DeleteGroups (42): each group's tombstones are written by its shard; the answer lists every
-group's error code once the tombstones are replicated."""
+group's error code once the tombstones are replicated. DELETE on each group is needed
+(GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, call, shard_or_none
-from samsa.server.context import RequestContext
+from samsa.handlers.groups import GROUP_AUTHORIZATION_FAILED, NOT_COORDINATOR, call, group_denied, shard_or_none
+from samsa.server.context import Op, RequestContext
 from samsa.server.responses import Pending
 
 API_KEY = 42
@@ -22,6 +23,8 @@ def handle(ctx: RequestContext, req: Any) -> Any:
 
 
 def _delete(ctx: RequestContext, group_id: str) -> Pending:
+    if group_denied(ctx, Op.DELETE, group_id):
+        return Pending.completed(GROUP_AUTHORIZATION_FAILED)
     shard = shard_or_none(ctx, group_id)
     if shard is None:
         return Pending.completed(NOT_COORDINATOR)

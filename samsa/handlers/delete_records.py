@@ -12,7 +12,8 @@ waits (Kafka's DelayedDeleteRecords, in the purgatory) until
   the leader's from its fetches and says its own in the next one): the low watermark, the
   smallest of them, is what the answer reports.
 
-At the request's timeout a partition still waiting answers REQUEST_TIMED_OUT.
+At the request's timeout a partition still waiting answers REQUEST_TIMED_OUT. DELETE on the
+topic is needed (TOPIC_AUTHORIZATION_FAILED), as in Kafka.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.context import Partition, RequestContext
+from samsa.server.context import Op, Partition, RequestContext, ResourceType
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import StorageError
 
@@ -40,9 +41,13 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     waiting: list[tuple[Partition, int, dict[str, Any]]] = []
     for t in req.topics:
         parts = []
+        allowed = ctx.authorize(Op.DELETE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             parts.append(entry)
+            if not allowed:
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             partition = ctx.replicas.get(t.name, p.partition_index)
             if partition is None:
                 known = t.name in ctx.topics and p.partition_index in ctx.topics[t.name].partitions

@@ -1,6 +1,9 @@
 """DeleteTopics (20): by name (or, v6+, by topic id). The deletions are written to the metadata
 store (awaited); the answer waits in the purgatory until this broker's view has lost the
-topics (the controller has deleted them), or the request's timeout."""
+topics (the controller has deleted them), or the request's timeout.
+
+Authorization (as Kafka's): DELETE on each topic (TOPIC_AUTHORIZATION_FAILED); a topic named
+by id without DESCRIBE on it answers without its name."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import uuid
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext, ResourceType
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
 
@@ -25,7 +28,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         wanted = [(n, _ZERO) for n in req.topic_names]
     responses = []
     for name, topic_id in wanted:
-        if name is None and topic_id != _ZERO:
+        by_id = name is None and topic_id != _ZERO
+        if by_id:
             tid = uuid.UUID(bytes=topic_id)
             name = next((t.name for t in ctx.topics.values() if t.topic_id == tid), None)
             if name is None:
@@ -33,6 +37,14 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 continue
         topic = ctx.topics.get(name)
         tid_bytes = topic.topic_id.bytes if topic else _ZERO
+        denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        if by_id and not ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, name or ""):
+            responses.append({"name": None, "topic_id": topic_id, "error_code": denied})
+            continue
+        if not ctx.authorize(Op.DELETE, ResourceType.TOPIC, name or ""):
+            responses.append({"name": name, "topic_id": topic_id if by_id else _ZERO,
+                              "error_code": denied})
+            continue
         try:
             await ctx.admin.delete_topic(name)
         except KafkaError as e:

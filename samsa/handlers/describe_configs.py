@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.config import describe_topic_config
-from samsa.handlers.configs import BROKER, BROKER_LOGGER, TOPIC, entry_dict
+from samsa.handlers.configs import BROKER, BROKER_LOGGER, TOPIC, entry_dict, refusal
 from samsa.protocol.errors import ErrorCode
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 32
 MIN_VERSION = 1
@@ -21,6 +21,10 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     for r in req.resources:
         base = {"resource_type": r.resource_type, "resource_name": r.resource_name, "configs": []}
         names = list(r.configuration_keys) if r.configuration_keys else None
+        refused = refusal(ctx, Op.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            results.append({**base, "error_code": int(refused), "error_message": None})
+            continue
         if r.resource_type == TOPIC:
             topic = ctx.topics.get(r.resource_name)
             if topic is None:

@@ -1,11 +1,11 @@
-"""DescribeGroups (15)."""
+"""DescribeGroups (15). DESCRIBE on each group is needed (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.groups import NOT_COORDINATOR, shard_or_none
-from samsa.server.context import RequestContext
+from samsa.handlers.groups import GROUP_AUTHORIZATION_FAILED, NOT_COORDINATOR, group_denied, shard_or_none
+from samsa.server.context import Op, RequestContext, ResourceType
 
 API_KEY = 15
 MIN_VERSION = 0
@@ -15,10 +15,17 @@ MAX_VERSION = 5
 def handle(ctx: RequestContext, req: Any) -> Any:
     out = []
     for group_id in req.groups:
+        if group_denied(ctx, Op.DESCRIBE, group_id):
+            out.append({"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": group_id, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         shard = shard_or_none(ctx, group_id)
         if shard is None:
             out.append({"error_code": NOT_COORDINATOR, "group_id": group_id, "group_state": "",
                         "protocol_type": "", "protocol_data": "", "members": []})
             continue
-        out.append(shard.describe_group(group_id))
+        described = shard.describe_group(group_id)
+        if getattr(req, "include_authorized_operations", False) and described.get("error_code") == 0:
+            described["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, group_id)
+        out.append(described)
     return {"throttle_time": 0, "groups": out}

@@ -14,7 +14,7 @@ from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import Controller, RequestContext
+from samsa.server.context import Controller, Op, RequestContext
 
 API_KEY = 43
 MIN_VERSION = 0
@@ -31,6 +31,8 @@ Results = dict[TopicPartition, tuple[int, str | None]]
 def handle(ctx: RequestContext, req: Any) -> Any:
     election_type = req.election_type if ctx.version >= 1 else PREFERRED
     requested = _requested(req)
+    if not ctx.authorize_cluster(Op.ALTER):  # (Kafka: ALTER on the cluster, before anything else)
+        return _failed(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, requested)
     controller = active_controller(ctx)
     if controller is None:
         return _failed(ErrorCode.NOT_CONTROLLER, "this broker is not the active controller", requested)

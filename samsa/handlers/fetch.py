@@ -18,6 +18,14 @@ log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 
 A fetch that cannot be answered yet waits in the purgatory as a `DelayedFetch`, watched under
 the partitions it waits on; no task or timer of its own.
+
+Authorization (as Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on
+the cluster; otherwise the partitions answer TOPIC_AUTHORIZATION_FAILED.
+
+A consumer under a `consumer_byte_rate` quota (`server/quotas.py`) has its response's record
+bytes recorded when the answer is made; over the quota, the answer carries no data, only the
+throttle time (the bytes are taken back, as Kafka does), and the dispatcher mutes the
+connection. Its `max_bytes` is capped at what the quota allows in one measuring window.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
 from samsa.protocol.messages import RequestHeader
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.context import Partition, RequestContext
+from samsa.server.context import Op, Partition, RequestContext, ResourceType
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange, StorageError
@@ -49,8 +57,15 @@ ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool]
 
 def handle(ctx: RequestContext, req: Any) -> Any:
     plan: FetchPlan | None = None
+    consumer: RequestContext | None = None  # (whose quota the answer counts against)
     if getattr(req, "replica_id", -1) < 0:  # a consumer's response is capped by fetch.max.bytes, as in Kafka
         cap = ctx.config.get("fetch.max.bytes")
+        quota = ctx.quotas.fetch
+        if quota.enabled:
+            consumer = ctx
+            cap = max(1, min(cap, int(quota.max_value_in_window(ctx.principal, ctx.client_id))))
+            if req.min_bytes > cap:
+                req.min_bytes = cap
         if req.max_bytes <= 0 or req.max_bytes > cap:
             req.max_bytes = cap
     if getattr(req, "session_id", 0) or getattr(req, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:  # (v7+)
@@ -60,12 +75,12 @@ def handle(ctx: RequestContext, req: Any) -> Any:
         req = _SessionRequest(req, plan.topics)
     responses, nbytes, waitable, errors = _read(ctx, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
-        return _response(responses, plan)
+        return _response(responses, plan, consumer, nbytes)
     # Watched now, before returning: an append handled before anything else runs must still
     # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
     session_req = req
     op = DelayedFetch(req, waitable, lambda: _read(ctx, session_req, first=False), ctx.header, plan,
-                      _positions(req, waitable) if plan is not None or len(waitable) > 1 else None)
+                      _positions(req, waitable) if plan is not None or len(waitable) > 1 else None, consumer)
     ctx.purgatory.watch(op, waitable)
     return op.pending
 
@@ -103,12 +118,14 @@ class DelayedFetch(DelayedResponse):
     waking append just wrote, from memory (`FetchTailFrame`), whenever they are exactly what the
     general path would return; the general path (`read`: `_read` again) answers otherwise."""
 
-    __slots__ = ("answer", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan", "positions",
-                 "read", "req", "tail")
+    __slots__ = ("answer", "ctx", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan",
+                 "positions", "read", "req", "tail")
 
     def __init__(self, req: Any, waitable: list[Partition], read: Callable[[], ReadResult], header: RequestHeader,
-                 plan: FetchPlan | None = None, positions: dict[Partition, tuple[int, int]] | None = None) -> None:
+                 plan: FetchPlan | None = None, positions: dict[Partition, tuple[int, int]] | None = None,
+                 ctx: RequestContext | None = None) -> None:
         super().__init__(req.max_wait)
+        self.ctx = ctx  # a consumer's under a consumer_byte_rate quota
         self.req = req
         self.read = read
         self.plan = plan
@@ -120,7 +137,8 @@ class DelayedFetch(DelayedResponse):
         self.hws = {(p.topic, p.index): p.hw for p in waitable} if follower else None
         self.tail: FetchTailFrame | None = None
         if (header.api_version <= TAIL_MAX_VERSION and not follower and plan is None and len(req.topics) == 1
-                and len(req.topics[0].partitions) == 1):  # (v13+ names topics by id)
+                and len(req.topics[0].partitions) == 1  # (v13+ names topics by id)
+                and ctx is None):  # (a quota may change the answer: the general path)
             topic = req.topics[0]
             fp = topic.partitions[0]
             self.tail = FetchTailFrame(header.api_version, header.correlation_id, topic.topic, fp.partition)
@@ -151,7 +169,7 @@ class DelayedFetch(DelayedResponse):
         if not done and self.hws is not None:
             done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
         if done:
-            self.answer = _response(responses, self.plan)
+            self.answer = _response(responses, self.plan, self.ctx, nbytes)
         return bool(done)
 
     def try_complete_on(self, key: Any) -> bool:
@@ -180,11 +198,20 @@ class DelayedFetch(DelayedResponse):
     def on_complete(self) -> None:
         answer = self.answer
         if answer is None:  # expired: what there is now
-            answer = _response(self.read()[0], self.plan)
+            responses, nbytes, _, _ = self.read()
+            answer = _response(responses, self.plan, self.ctx, nbytes)
         self.pending.complete(answer)
 
 
-def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None) -> dict[str, Any]:
+def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None, ctx: RequestContext | None = None,
+              nbytes: int = 0) -> dict[str, Any]:
+    if ctx is not None and nbytes:  # a consumer under a quota
+        quota = ctx.quotas.fetch
+        ms = quota.record(ctx.principal, ctx.client_id, nbytes)
+        if ms:  # over the quota: no data, only the time to wait (Kafka's throttled response)
+            quota.unrecord(ctx.principal, ctx.client_id, nbytes)
+            session = plan.session_id if plan is not None and plan.incremental else 0
+            return {"throttle_time": ms, "error_code": 0, "session_id": session, "responses": []}
     if plan is None:
         return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
     return {"throttle_time": 0, "error_code": 0, "session_id": plan.session_id, "responses": plan.answer(responses)}
@@ -200,8 +227,14 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
     errors = False
     waitable = []
     responses = []
+    denied = _denied_topics(ctx, req, follower) if ctx.authorizer is not None else None
     for t in req.topics:
         parts = []
+        if denied is not None and t.topic in denied:
+            errors = True
+            responses.append({"topic": t.topic, "partitions": [_part(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                                                               for fp in t.partitions]})
+            continue
         for fp in t.partitions:
             partition = replicas.get(t.topic, fp.partition)
             if partition is None:
@@ -252,6 +285,14 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             parts.append(entry)
         responses.append({"topic": t.topic, "partitions": parts})
     return responses, total, waitable, errors
+
+
+def _denied_topics(ctx: RequestContext, req: Any, follower: bool) -> set[str]:
+    """The fetch's topics the principal may not read (a follower: all of them, without
+    CLUSTER_ACTION on the cluster)."""
+    if follower:
+        return set() if ctx.authorize_cluster(Op.CLUSTER_ACTION) else {t.topic for t in req.topics}
+    return {t.topic for t in req.topics if not ctx.authorize(Op.READ, ResourceType.TOPIC, t.topic)}
 
 
 def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict[str, Any]:

@@ -1,6 +1,8 @@
 """Shared plumbing of the consumer-group APIs: find the group's shard; run an operation on it
 through the group manager (`GroupManager.execute`: the answer is a Pending, completed once the
-records it depends on are replicated)."""
+records it depends on are replicated); authorize on the group and its topics as Kafka does
+(READ on the group to join, sync, heartbeat, leave and commit; DESCRIBE to describe it and
+fetch its offsets; DELETE to delete it or its offsets)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any
 
 from samsa.coordinator.shard import GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext, ResourceType
 from samsa.server.responses import Pending
 
 
@@ -33,3 +35,13 @@ def call(ctx: RequestContext, shard: GroupCoordinatorShard, fn: Callable[[], Any
 
 
 NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
+GROUP_AUTHORIZATION_FAILED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def group_denied(ctx: RequestContext, op: Op, group_id: str) -> bool:
+    return not ctx.authorize(op, ResourceType.GROUP, group_id)
+
+
+def topic_allowed(ctx: RequestContext, op: Op, topic: str, log_denied: bool = True) -> bool:
+    return ctx.authorize(op, ResourceType.TOPIC, topic, log_denied)

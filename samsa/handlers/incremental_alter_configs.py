@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.handlers.configs import APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC
+from samsa.handlers.configs import APPEND, BROKER, DELETE, SET, SUBTRACT, TOPIC, refusal
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 44
 MIN_VERSION = 0
@@ -38,6 +38,11 @@ def _apply(current: dict[str, str], ops: list[Any]) -> dict[str, str | None]:
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     responses = []
     for r in req.resources:
+        refused = refusal(ctx, Op.ALTER_CONFIGS, r.resource_type, r.resource_name)
+        if refused is not None:
+            responses.append({"error_code": int(refused), "error_message": None, "resource_type": r.resource_type,
+                              "resource_name": r.resource_name})
+            continue
         try:
             names = [c.name for c in r.configs]
             if len(set(names)) != len(names):

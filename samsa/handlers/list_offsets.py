@@ -1,5 +1,6 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset at or
-after a timestamp. "Latest" is the high watermark: the end a consumer can actually read to.
+after a timestamp. "Latest" is the high watermark: the end a consumer can actually read to. DESCRIBE on the
+topic is needed (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 from samsa.protocol.batch import HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import InvalidRecords, decode_records
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
@@ -26,6 +27,11 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
+        if not ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                 "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
+            continue
         for p in t.partitions:
             parts.append(_one(ctx, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
         topics.append({"name": t.name, "partitions": parts})

@@ -13,7 +13,7 @@ from typing import Any
 
 from samsa.handlers.controller_calls import TopicPartition, active_controller, by_topic, with_timeout
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 46
 MIN_VERSION = 0
@@ -25,6 +25,8 @@ Ongoing = dict[TopicPartition, tuple[list[int], list[int], list[int]]]
 
 
 def handle(ctx: RequestContext, req: Any) -> Any:
+    if not ctx.authorize_cluster(Op.DESCRIBE):  # (Kafka: DESCRIBE on the cluster)
+        return _response(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE on the cluster is needed", {})
     controller = active_controller(ctx)
     if controller is None:
         return _response(ErrorCode.NOT_CONTROLLER, "this broker is not the active controller", {})

@@ -5,6 +5,11 @@ their endpoints on the listener the client came in on, and each partition's lead
 epoch, replicas, ISR and offline replicas. A topic that does not exist is created here when
 the client allows it and the broker has `auto.create.topics.enable=true`, as in Kafka; the
 answer waits briefly (in the purgatory) for its leaders so the client can produce at once.
+
+Authorization (as Kafka's): a topic needs DESCRIBE to be shown; asked for all topics, the
+others are left out, asked by name they answer TOPIC_AUTHORIZATION_FAILED (without disclosing
+whether they exist). Auto-creation needs CREATE on the cluster or on the topic. The authorized
+operations bit fields are filled in when the client asks for them.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import RequestContext, Topic, validate_topic_name
+from samsa.server.context import Op, RequestContext, ResourceType, Topic, validate_topic_name
 from samsa.server.purgatory import CLUSTER_METADATA, DelayedCondition
 from samsa.server.responses import Pending
 
@@ -28,7 +33,9 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     known = ctx.topics
     topics: list[Any] = []
     created: list[str] = []
-    if req.topics is None or (ctx.version == 0 and not req.topics):
+    by_id: dict[str, Any] = {}  # names of the topics asked for by id: their ids
+    all_topics = req.topics is None or (ctx.version == 0 and not req.topics)
+    if all_topics:
         names = sorted(known)
     else:
         names = []
@@ -44,8 +51,15 @@ def handle(ctx: RequestContext, req: Any) -> Any:
                                "partitions": []})
             else:
                 names.append(found)
+                by_id[found] = tid
     allow_auto = getattr(req, "allow_auto_topic_creation", True)
+    secured = ctx.authorizer is not None
     for name in names:
+        if secured and not ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, name, log_denied=not all_topics):
+            if not all_topics:
+                topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": None if name in by_id
+                               else name, "topic_id": by_id.get(name, bytes(16)), "partitions": []})
+            continue
         topic = known.get(name)
         if topic is None:
             try:
@@ -54,6 +68,11 @@ def handle(ctx: RequestContext, req: Any) -> Any:
                 topics.append({"error_code": int(e.code), "name": name, "partitions": []})
                 continue
             if allow_auto and ctx.config.get_bool("auto.create.topics.enable"):
+                if secured and not (ctx.authorize_cluster(Op.CREATE, log_denied=False)
+                                    or ctx.authorize(Op.CREATE, ResourceType.TOPIC, name)):
+                    topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "name": name,
+                                   "partitions": []})
+                    continue
                 created.append(name)
                 topics.append(name)  # created below, then described
                 continue
@@ -62,11 +81,11 @@ def handle(ctx: RequestContext, req: Any) -> Any:
                 continue
         topics.append(describe_topic(ctx, topic))
     if created:
-        return _after_create(ctx, topics, created)
-    return _response(ctx, topics)
+        return _after_create(ctx, req, topics, created)
+    return _response(ctx, req, topics)
 
 
-async def _after_create(ctx: RequestContext, topics: list[Any], created: list[str]) -> Pending:
+async def _after_create(ctx: RequestContext, req: Any, topics: list[Any], created: list[str]) -> Pending:
     failed: dict[str, KafkaError] = {}
     for name in created:
         try:
@@ -88,21 +107,29 @@ async def _after_create(ctx: RequestContext, topics: list[Any], created: list[st
                                {"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE), "name": t, "partitions": []})
             else:
                 out.append(t)
-        return _response(ctx, out)
+        return _response(ctx, req, out)
 
     op = DelayedCondition(AUTO_CREATE_WAIT_MS, lambda: all(ready(n) for n in created if n not in failed), answer)
     ctx.purgatory.try_complete_else_watch(op, [CLUSTER_METADATA])
     return op.pending
 
 
-def _response(ctx: RequestContext, topics: list[Any]) -> dict[str, Any]:
+def _response(ctx: RequestContext, req: Any, topics: list[Any]) -> dict[str, Any]:
+    cluster_ops = -2147483648  # (the schema's default: not asked for)
+    if 8 <= ctx.version <= 10 and getattr(req, "include_cluster_authorized_operations", False):
+        cluster_ops = ctx.authorized_operations(ResourceType.CLUSTER, "kafka-cluster") \
+            if ctx.authorize_cluster(Op.DESCRIBE) else 0
+    if ctx.version >= 8 and getattr(req, "include_topic_authorized_operations", False):
+        for t in topics:
+            if t.get("error_code") == 0:
+                t["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, t["name"])
     return {
         "throttle_time": 0,
         "brokers": brokers_on(ctx, ctx.listener),
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": cluster_ops,
     }
 
 

@@ -5,14 +5,17 @@ and truncates there; consumers ask the same after a leader change to detect a tr
 The answer comes from the leader's epoch cache (`leader-epoch-checkpoint`): for epoch E, the
 largest epoch <= E the leader knows and the start offset of the epoch after it (the log end
 offset for the current epoch); (-1, -1) when the leader knows no such epoch.
+
+Authorization (as Kafka's, KIP-320): CLUSTER_ACTION on the cluster (followers), else DESCRIBE
+on each topic (consumers); TOPIC_AUTHORIZATION_FAILED otherwise.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from samsa.protocol.errors import KafkaError
-from samsa.server.context import RequestContext
+from samsa.protocol.errors import ErrorCode, KafkaError
+from samsa.server.context import Op, RequestContext, ResourceType
 
 API_KEY = 23
 MIN_VERSION = 2
@@ -21,7 +24,13 @@ MAX_VERSION = 4
 
 def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
+    broker = ctx.authorize_cluster(Op.CLUSTER_ACTION, log_denied=False)
     for t in req.topics:
+        if not broker and not ctx.authorize(Op.DESCRIBE, ResourceType.TOPIC, t.topic):
+            topics.append({"topic": t.topic, "partitions": [
+                {"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "partition": p.partition, "leader_epoch": -1,
+                 "end_offset": -1} for p in t.partitions]})
+            continue
         parts = []
         for p in t.partitions:
             parts.append(_one(ctx, t.topic, p.partition, p.current_leader_epoch, p.leader_epoch))

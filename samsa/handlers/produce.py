@@ -8,6 +8,10 @@ than min.insync.replicas; otherwise answered once the high watermark passes the 
 ISR member has it), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
 meanwhile, REQUEST_TIMED_OUT at the request's timeout. The wait is a `DelayedProduce` in the
 purgatory, watched under its partitions and checked whenever their high watermark moves.
+
+Authorization (as Kafka's): WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its
+partitions (before anything else is checked: an unauthorized client learns nothing of the
+topic); a transactional producer also needs WRITE on its transactional id.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import Partition, RequestContext, validate_topic_name
+from samsa.server.context import Op, Partition, RequestContext, ResourceType, validate_topic_name
 from samsa.server.purgatory import DelayedResponse
 from samsa.server.responses import NO_RESPONSE
 from samsa.storage.validator import InvalidBatch, validate_produce_records
@@ -31,8 +35,18 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     acks = req.acks
     responses = []
     pending: list[tuple[Partition, int, dict[str, Any], int]] = []
+    secured = ctx.authorizer is not None
+    denied_txn = secured and req.transactional_id is not None and \
+        not ctx.authorize(Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     for t in req.topic_data:
         parts = []
+        if secured and (denied_txn or not ctx.authorize(Op.WRITE, ResourceType.TOPIC, t.name)):
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if denied_txn:
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            responses.append({"name": t.name, "partition_responses": [_error(pd.index, code)
+                                                                      for pd in t.partition_data]})
+            continue
         for pd in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))

@@ -265,8 +265,11 @@ class EmbeddedStore:
         await self._submit(b)
         return v
 
-    async def delete(self, path: str, *, recursive: bool = False) -> None:
+    async def delete(self, path: str, *, recursive: bool = False, version: int = -1) -> None:
         b = self._new_batch()
+        cur = self._nodes.get(path)
+        if version != -1 and cur is not None and cur[1] != version:
+            raise BadVersion(f"{path} is at version {cur[1]}, not {version}")
         self._do_delete(b, path, recursive)
         await self._submit(b)
 

@@ -14,6 +14,13 @@
                                                   (names URL-encoded as Kafka's Sanitizer does;
                                                    <default> is the default entity)
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"users/alice"}
+    /kafka-acl/<ResourceType>/<name>              {"version":1,"acls":[{"principal":"User:alice",
+    /kafka-acl-extended/prefixed/<ResourceType>/<name>   "permissionType":"Allow","operation":"Read","host":"*"}]}
+                                                  (ResourceType as Kafka names it: Topic, Group, Cluster,
+                                                   TransactionalId; the cluster's name is kafka-cluster)
+    /kafka-acl-changes/acl_changes_<seq>          TOPIC:<name> (a literal pattern changed)
+    /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC","name":"<name>",
+                                                   "patternType":"PREFIXED"}
     /admin/delete_topics/<topic>
     /samsa/scram_secret                           (Samsa's) random bytes, base64: unknown SCRAM users'
                                                   salts are derived from it (server/scram.py)
@@ -47,6 +54,11 @@ CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 # Samsa's: the cluster's secret (base64) from which unknown SCRAM users' fake salts are derived
 SCRAM_SECRET = "/samsa/scram_secret"
+LITERAL_ACLS = "/kafka-acl"
+EXTENDED_ACLS = "/kafka-acl-extended"
+LITERAL_ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 
 def broker_path(broker_id: int) -> str:
@@ -196,3 +208,71 @@ def config_change(entity: str) -> bytes:
     """A /config/changes notification of `entity` (an entity path), Kafka's version 2:
     {"version":2,"entity_path":"users/alice"}."""
     return _in_order({"version": 2, "entity_path": entity})
+
+
+# -- ACLs (Kafka's AclAuthorizer; ZkData.scala's ZkAclStore, ZkAclChangeStore, ResourceZNode) ----
+# A pattern type or resource type is passed as Kafka's enum name ("LITERAL", "PREFIXED";
+# "TOPIC", "TRANSACTIONAL_ID"); Kafka's paths spell resource types in PascalCase.
+
+
+def pascal_case(enum_name: str) -> str:
+    """"TRANSACTIONAL_ID" -> "TransactionalId" (Kafka's SecurityUtils.resourceTypeName)."""
+    return "".join(part.capitalize() for part in enum_name.split("_"))
+
+
+def acl_root(pattern_type: str) -> str:
+    """Where a pattern type's ACLs live: /kafka-acl for literal ones, else
+    /kafka-acl-extended/<pattern type in lower case>."""
+    return LITERAL_ACLS if pattern_type == "LITERAL" else f"{EXTENDED_ACLS}/{pattern_type.lower()}"
+
+
+def acl_path(pattern_type: str, resource_type: str, name: str) -> str:
+    return f"{acl_root(pattern_type)}/{pascal_case(resource_type)}/{name}"
+
+
+def acl_change_root(pattern_type: str) -> str:
+    return LITERAL_ACL_CHANGES if pattern_type == "LITERAL" else EXTENDED_ACL_CHANGES
+
+
+def encode_acls(entries: list[tuple[str, str, str, str]]) -> bytes:
+    """(principal, permission type, operation, host) each as Kafka writes them ("User:alice",
+    "Allow", "Read", "*"), in Kafka's key order."""
+    acls = [{"principal": p, "permissionType": perm, "operation": op, "host": h} for p, perm, op, h in entries]
+    return json.dumps({"version": 1, "acls": acls}, separators=(",", ":")).encode()
+
+
+def decode_acls(data: bytes) -> list[tuple[str, str, str, str]]:
+    """The entries of an ACL node; ValueError for a node Kafka would not read either."""
+    if not data:
+        return []
+    doc = json.loads(data)
+    if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("acls"), list):
+        raise ValueError(f"not a version 1 ACL node: {data[:200]!r}")
+    out = []
+    for a in doc["acls"]:
+        out.append((str(a["principal"]), str(a["permissionType"]), str(a["operation"]), str(a["host"])))
+    return out
+
+
+def acl_change(pattern_type: str, resource_type: str, name: str) -> bytes:
+    """The payload of an ACL change notification: Kafka's legacy "TOPIC:name" for literal
+    patterns, a JSON event for the others."""
+    if pattern_type == "LITERAL":
+        return f"{resource_type}:{name}".encode()
+    return json.dumps({"version": 1, "resourceType": resource_type, "name": name, "patternType": pattern_type},
+                      separators=(",", ":")).encode()
+
+
+def decode_acl_change(data: bytes, literal: bool) -> tuple[str, str, str]:
+    """(pattern type, resource type, name), enum names upper-cased as Kafka's fromString reads
+    them; ValueError when malformed."""
+    if literal:
+        text = data.decode()
+        rtype, sep, name = text.partition(":")
+        if not sep:
+            raise ValueError(f"expected ResourceType:ResourceName, got {text[:200]!r}")
+        return "LITERAL", rtype.upper(), name
+    doc = json.loads(data)
+    if not isinstance(doc, dict) or int(doc.get("version", 0)) > 1:
+        raise ValueError(f"unsupported ACL change event {data[:200]!r}")
+    return str(doc["patternType"]).upper(), str(doc["resourceType"]).upper(), str(doc["name"])

@@ -509,10 +509,10 @@ class ZooKeeperStore:
         self._check(path)
         return int(await self._call(path, lambda: self._zk.set_async(path, data, version), _version))
 
-    async def delete(self, path: str, *, recursive: bool = False) -> None:
+    async def delete(self, path: str, *, recursive: bool = False, version: int = -1) -> None:
         self._check(path)
         if not recursive:
-            await self._call(path, lambda: self._zk.delete_async(path))
+            await self._call(path, lambda: self._zk.delete_async(path, version))
             return
         if await self.owner(path) is None:
             raise NoNode(path)

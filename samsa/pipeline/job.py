@@ -80,6 +80,13 @@ class JobConfig:
     topics: dict[str, str] = field(default_factory=lambda: {
         "readings": contract.READINGS, "dlq": contract.DLQ, "aggregates": contract.AGGREGATES,
         "alerts": contract.ALERTS, "status": contract.STATUS})
+    # Kafka client properties for a secured cluster (security.protocol, sasl.*, ssl.*): the
+    # samsa source and sink get them as kafka.<name>, the status producer as librdkafka's
+    client_props: dict[str, str] = field(default_factory=dict)
+
+    def samsa_options(self) -> dict[str, str]:
+        """The samsa data source's and sink's connection options."""
+        return {"kafka.bootstrap.servers": self.bootstrap, **{f"kafka.{k}": v for k, v in self.client_props.items()}}
 
     @property
     def checkpoints(self) -> Path:
@@ -93,7 +100,7 @@ def parsed_stream(spark: Any, cfg: JobConfig) -> Any:
     """The readings topic as rows of the contract's fields plus `reason` (null when valid)."""
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("samsa").option("kafka.bootstrap.servers", cfg.bootstrap)
+    reader = (spark.readStream.format("samsa").options(**cfg.samsa_options())
               .option("subscribe", cfg.topics["readings"]).option("startingOffsets", cfg.starting_offsets)
               .option("failOnDataLoss", "false"))
     if cfg.max_offsets_per_trigger:
@@ -144,7 +151,7 @@ class StoreWriter:
         try:
             bad = df.where("reason IS NOT NULL").select(
                 "key", F.to_json(F.struct("reason", "topic", "partition", "offset", "raw")).alias("value"))
-            (bad.write.format("samsa").mode("append").option("kafka.bootstrap.servers", self.cfg.bootstrap)
+            (bad.write.format("samsa").mode("append").options(**self.cfg.samsa_options())
              .option("topic", self.cfg.topics["dlq"]).save())
             good = df.where("reason IS NULL").select(
                 *contract.READING_FIELDS, F.timestamp_millis("ts").alias("event_time"),
@@ -203,7 +210,10 @@ class AggregatesWriter:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({"bootstrap.servers": self.cfg.bootstrap, "linger.ms": 5, "acks": "all",
+            from samsa.protocol.client_security import librdkafka_config
+
+            self._producer = Producer({**librdkafka_config(self.cfg.client_props),
+                                       "bootstrap.servers": self.cfg.bootstrap, "linger.ms": 5, "acks": "all",
                                        "enable.idempotence": True, "client.id": "samsa-pipeline"})
         return self._producer
 
@@ -457,13 +467,31 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--starting-offsets", default="earliest", choices=("earliest", "latest"),
                     help="where a new job starts reading (a restarted job resumes from its checkpoint)")
     ap.add_argument("--spark-ui", action="store_true", help="serve Spark's web UI")
+    ap.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties for a secured cluster (security.protocol, sasl.*, ssl.*)")
 
 
 def config_from(args: argparse.Namespace) -> JobConfig:
     return JobConfig(bootstrap=args.bootstrap_server, data_dir=Path(args.data_dir), trigger=args.trigger,
                      storage_trigger=args.storage_trigger,
                      watermark=args.watermark, alert_aqi=args.alert_aqi, starting_offsets=args.starting_offsets,
-                     max_offsets_per_trigger=args.max_offsets_per_trigger)
+                     max_offsets_per_trigger=args.max_offsets_per_trigger,
+                     client_props=client_properties(getattr(args, "command_config", None)))
+
+
+def client_properties(path: str | None) -> dict[str, str]:
+    """A --command-config file's properties, checked (ValueError says what is wrong)."""
+    if not path:
+        return {}
+    from samsa.config import ConfigError, load_properties
+    from samsa.protocol.client_security import ClientSecurity
+
+    try:
+        props = load_properties(path)
+    except ConfigError as e:
+        raise ValueError(str(e)) from None
+    ClientSecurity.from_properties(props)
+    return props
 
 
 def main(argv: list[str] | None = None) -> int:

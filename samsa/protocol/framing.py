@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import mmap
 import struct
+from collections.abc import Callable
 
 _SIZE = struct.Struct(">i")
 INT32_MAX = 0x7FFFFFFF
@@ -105,6 +106,37 @@ class FrameSplitter:
         if pos == len(big):
             self._grow()
         return self._view[pos:]  # type: ignore[index]
+
+    @property
+    def mid_frame(self) -> bool:
+        """A large frame is being received in place and is not complete: nothing to cut yet."""
+        return self._big is not None
+
+    def fill(self, read: Callable[[int, memoryview], int]) -> bool:
+        """Receive the rest of the large frame in progress with `read(max, into) -> n`, called
+        until the frame is complete (True) or it returns 0 (False: more later). What `read`
+        raises propagates, with every byte received before it counted. For sources that give a
+        little at a time (a TLS record per call): one Python call per piece, nothing else."""
+        big, view = self._big, self._view
+        assert big is not None and view is not None
+        pos, size = self._pos, self._size
+        try:
+            while pos < size:
+                end = len(big)
+                if pos == end:
+                    self._pos = pos
+                    self._grow()
+                    view = self._view
+                    assert view is not None
+                    end = len(big)
+                n = read(end - pos, view[pos:end])
+                if not n:
+                    return False
+                pos += n
+        finally:
+            self._pos = pos
+        self._done, self._big, self._view = big, None, None
+        return True
 
     def advance(self, n: int) -> None:
         """`n` bytes were received into `buffer()`."""

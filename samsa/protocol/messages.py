@@ -23,6 +23,22 @@ from .wire import I32, Reader
 API_VERSIONS_KEY = 18
 
 
+def _without(spec: Any, names: frozenset[str]) -> Any:
+    """A struct spec minus the fields named (at any depth)."""
+    flexible, fields = spec
+    return (flexible, tuple(f if f[6] is None else (*f[:6], _without(f[6], names))
+                            for f in fields if f[0] not in names))
+
+
+# Kafka 4.0 dropped v0 of DescribeAcls, CreateAcls and DeleteAcls, and kio's schemas with it;
+# Kafka 3.x tools still speak it. v0 is v1 without the pattern type (every pattern is LITERAL).
+_PATTERN_TYPE_FIELDS = frozenset({"pattern_type_filter", "resource_pattern_type", "pattern_type"})
+for _key in (29, 30, 31):
+    for _table in (REQUESTS, RESPONSES):
+        if (_key, 0) not in _table and (_key, 1) in _table:
+            _table[(_key, 0)] = _without(_table[(_key, 1)], _PATTERN_TYPE_FIELDS)
+
+
 class RequestHeader(NamedTuple):
     api_key: int
     api_version: int

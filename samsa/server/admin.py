@@ -42,6 +42,10 @@ class AdminHost(Protocol):
 
     def log_config_for(self, topic: Topic) -> LogConfig: ...
 
+    def check_tls(self, new: BrokerConfig) -> str | None: ...
+
+    def refresh_tls(self) -> None: ...
+
 log = logging.getLogger("samsa.admin")
 
 
@@ -229,6 +233,9 @@ class AdminManager:
                 stored = new.dynamic_default_configs()
         except ConfigError as e:
             raise KafkaError(ErrorCode.INVALID_CONFIG, str(e)) from None
+        problem = broker.check_tls(new)  # a new key store must load before it is stored
+        if problem:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, problem)
         if validate_only:
             return
         store = broker.store
@@ -264,6 +271,7 @@ class AdminManager:
         except ConfigError as e:
             log.error("ignoring stored dynamic broker configs: %s", e)
             return
+        broker.refresh_tls()
         if broker.logs is not None:
             broker.logs.recovery_threads = int(broker.config.get("num.recovery.threads.per.data.dir"))
         for topic in broker.topics.values():

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
 import ssl
 import sys
@@ -34,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from samsa.config import BrokerConfig, ConfigError, effective_topic_config
+from samsa.config import DYNAMIC_PER_LISTENER, BrokerConfig, ConfigError, effective_topic_config
 from samsa.controller.context import ControllerContext
 from samsa.controller.controller import Controller, probe_until_refused, remove_dead_broker
 from samsa.handlers import HANDLER_MODULES
@@ -44,6 +45,7 @@ from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, Stor
 from samsa.ratelimit import BurstLog
 from samsa.server import sasl, tls
 from samsa.server.admin import AdminManager
+from samsa.server.authorizer import Authorizer, AuthorizerConfigError, api_names, authorizer_settings
 from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
 from samsa.server.context import BrokerServices
@@ -56,8 +58,10 @@ from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
+from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
+from samsa.server.sasl_client import CLIENT_MECHANISMS, SaslLogin
 from samsa.server.scram import ScramCredentials
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
@@ -92,12 +96,20 @@ class Broker:
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
         self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
         self.scram = ScramCredentials()  # SCRAM users, from entity_configs (SASL listeners read it)
+        try:  # (a class other than the ACL authorizer is refused before anything starts)
+            self._super_users = authorizer_settings(config.get("authorizer.class.name"), config.get("super.users"))
+        except AuthorizerConfigError as e:
+            raise ConfigError(str(e)) from None
+        self.authorizer: Authorizer | None = None  # set by open_storage() when authorizer.class.name is set
+        self.client_quotas: ClientQuotas = None  # type: ignore[assignment]  # set by open_storage()
         self.controller: Controller = None  # type: ignore[assignment]  # set by open_storage()
         self.isr: IsrManager = None  # type: ignore[assignment]  # set by open_storage()
         self.session = SessionGuard(self)
         self.fetchers = ReplicaFetcherManager(self)
         self.inter_broker_listener = inter_broker_listener(config)
         self.inter_broker_ssl: ssl.SSLContext | None = None  # set by start_listeners (TLS between brokers)
+        self.inter_broker_sasl: SaslLogin | None = None  # set by start_listeners (SASL between brokers)
+        self._tls_ids: dict[str, tuple[Any, ...]] = {}  # TLS listener -> what its context was made of
         self.zk_mode = bool(config.get("zookeeper.connect"))
         self.exit_code = 0
         self._saved_hw: dict[tuple[str, int], int] = {}
@@ -159,6 +171,12 @@ class Broker:
         self.cluster = ClusterView(store, self, self.purgatory)
         self.entity_configs = EntityConfigs(store)
         self.entity_configs.add_listener(self.scram.on_entity)
+        if self._super_users is not None:
+            allow_if_no_acl = self.config.get_bool("allow.everyone.if.no.acl.found")
+            self.authorizer = Authorizer(store, self._super_users, allow_if_no_acl, api_names(HANDLER_MODULES))
+        self.client_quotas = ClientQuotas(int(self.config.get("quota.window.num")),
+                                          float(self.config.get("quota.window.size.seconds")))
+        self.entity_configs.add_listener(self.client_quotas.on_entity_config)
         self.controller = Controller(ControllerContext(
             node_id=self.node_id, store=store, view=self.cluster, config=self._config_value,
             topic_config=self.topic_config, inter_broker_listener=self.inter_broker_listener))
@@ -191,10 +209,10 @@ class Broker:
             node_id=self.node_id, cluster_id=self.cluster_id, current_config=self._current_config, topics=self.topics,
             replicas=self.replicas, cluster=self.cluster, admin=self.admin, groups=self.groups,
             controller=self.controller, producer_ids=self.producer_ids, purgatory=self.purgatory,
-            fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs,
+            fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs, quotas=self.client_quotas,
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
-            persist_log_start_offsets=self.persist_log_start_offsets)
+            persist_log_start_offsets=self.persist_log_start_offsets, authorizer=self.authorizer)
 
     def persist_log_start_offsets(self) -> asyncio.Future[None]:
         """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""
@@ -571,9 +589,8 @@ class Broker:
                               f"{self.inter_broker_listener} is not one of the listeners ({', '.join(names)})")
         inter = cfg.protocol_of(self.inter_broker_listener)
         if inter.startswith("SASL") and self.zk_mode:  # (one broker alone has no inter-broker traffic)
-            raise ConfigError(f"inter-broker listener {self.inter_broker_listener}: replication over {inter} is not "
-                              "supported yet; let inter.broker.listener.name name a PLAINTEXT or SSL listener")
-        if inter == "SSL":
+            self.inter_broker_sasl = inter_broker_login(cfg, self.inter_broker_listener)
+        if inter in ("SSL", "SASL_SSL"):
             self.inter_broker_ssl = tls.client_context(cfg, self.inter_broker_listener)
         for name, host, port in cfg.listeners():
             protocol = cfg.protocol_of(name)
@@ -596,6 +613,51 @@ class Broker:
                            principal_rules=rules, sasl=auth)
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
+            if context is not None:
+                self._tls_ids[name] = self._tls_identity(cfg, name)
+
+    # -- TLS key stores that change at runtime (listener.name.<l>.ssl.keystore.* by AlterConfigs) --
+
+    def _tls_identity(self, cfg: BrokerConfig, listener: str) -> tuple[Any, ...]:
+        """What a listener's TLS context is made of: its store settings and the files' mtimes
+        (a store replaced in place is loaded again when its setting is written again)."""
+        values = tuple(cfg.for_listener(listener, k) for k in sorted(DYNAMIC_PER_LISTENER))
+        stamps = []
+        for k in ("ssl.keystore.location", "ssl.truststore.location"):
+            path = cfg.for_listener(listener, k)
+            try:
+                stamps.append(os.stat(path).st_mtime_ns if path else None)
+            except OSError:
+                stamps.append(None)
+        return values + tuple(stamps)
+
+    def check_tls(self, new: BrokerConfig) -> str | None:
+        """Why `new` cannot serve a TLS listener whose stores it changes (None: it can)."""
+        for lst in self.listeners:
+            if lst.ssl_context is None or self._tls_identity(new, lst.name) == self._tls_ids.get(lst.name):
+                continue
+            try:
+                tls.server_context(new, lst.name)
+            except (tls.TlsConfigError, ssl.SSLError, OSError, ValueError) as e:
+                return f"listener {lst.name}: {e}"
+        return None
+
+    def refresh_tls(self) -> None:
+        """Load the TLS listeners' stores again where the config (or a store file) changed:
+        new connections use the new certificate, established ones keep theirs."""
+        for lst in self.listeners:
+            if lst.ssl_context is None:
+                continue
+            ident = self._tls_identity(self.config, lst.name)
+            if ident == self._tls_ids.get(lst.name):
+                continue
+            try:
+                lst.ssl_context = tls.server_context(self.config, lst.name)
+            except (tls.TlsConfigError, ssl.SSLError, OSError, ValueError) as e:
+                log.error("Listener %s keeps its TLS key store: the new one does not load (%s)", lst.name, e)
+                continue
+            self._tls_ids[lst.name] = ident
+            log.info("Listener %s: TLS key and trust stores loaded again; new connections use them", lst.name)
 
     def _connection_limits(self) -> Limits:
         """The connection limits in force (max.connections* are dynamic: the config of now)."""
@@ -662,6 +724,8 @@ class Broker:
         await self._retrying("loading the cluster metadata", self.load_cluster)
         await self._retrying("reading the SCRAM secret", lambda: self.scram.load_secret(self.entity_configs.store))
         await self._retrying("loading user and client configs", self.entity_configs.start)
+        if self.authorizer is not None:
+            await self._retrying("loading the ACLs", self.authorizer.start)
         await self.groups.startup()
         for lst in self.listeners:
             lst.serve()
@@ -734,6 +798,8 @@ class Broker:
             await self.cluster.stop()
         if self.entity_configs is not None:
             await self.entity_configs.stop()
+        if self.authorizer is not None:
+            await self.authorizer.stop()
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()
@@ -763,6 +829,30 @@ def inter_broker_listener(config: BrokerConfig) -> str:
     if config.is_set("security.inter.broker.protocol"):
         return str(config.get("security.inter.broker.protocol")).upper()
     return config.listeners()[0].name if config.listeners() else "PLAINTEXT"
+
+
+def inter_broker_login(config: BrokerConfig, listener: str) -> SaslLogin:
+    """What this broker authenticates with towards the others on a SASL inter-broker listener:
+    sasl.mechanism.inter.broker.protocol, with the username and password of that listener's
+    JAAS config for the mechanism (Kafka's rule)."""
+    mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
+    enabled = [str(m).upper() for m in config.for_listener(listener, "sasl.enabled.mechanisms")]
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    if mechanism not in CLIENT_MECHANISMS:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism}: brokers authenticate to each other with "
+                          f"{', '.join(CLIENT_MECHANISMS)} (GSSAPI, Kafka's default, is not supported)")
+    if mechanism not in enabled:
+        raise ConfigError(f"sasl.mechanism.inter.broker.protocol={mechanism} is not enabled on the inter-broker "
+                          f"listener {listener} (sasl.enabled.mechanisms: {', '.join(enabled) or 'none'})")
+    text = config.jaas_config(listener, mechanism)
+    try:
+        _, options = sasl.parse_jaas(text or "")
+    except sasl.SaslConfigError as e:
+        raise ConfigError(f"{key}: {e}") from None
+    if not options.get("username") or "password" not in options:
+        raise ConfigError(f"{key} needs username=\"...\" password=\"...\": what this broker logs in with to the "
+                          "other brokers")
+    return SaslLogin(mechanism, options["username"], options["password"])
 
 
 def _write_checkpoints(snapshot: list[tuple[Path, dict[tuple[str, int], int]]]) -> None:

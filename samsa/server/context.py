@@ -25,8 +25,13 @@ Three lifetimes, three places:
 
 The types handlers meet through the context are re-exported here, so that a handler names them
 without importing the modules that define them: `Topic` (`ctx.topics`), `Partition`
-(`ctx.replicas`), `Controller` (`ctx.controller`); and `validate_topic_name`, Kafka's rule
-for topic names (`topics.py`).
+(`ctx.replicas`), `Controller` (`ctx.controller`), `ClientQuotas` (`ctx.quotas`);
+`validate_topic_name`, Kafka's rule for topic names (`topics.py`); and the ACL vocabulary
+(`acls.py`: `Op`, `ResourceType`, ...).
+
+Authorization: `ctx.authorize(op, resource type, name)` asks the broker's authorizer about the
+connection's principal and address (always True when `authorizer.class.name` is unset), as
+Kafka's handlers ask theirs; `ctx.authorizer` is the authorizer itself, for the ACL APIs.
 """
 
 from __future__ import annotations
@@ -39,7 +44,21 @@ from typing import Any, Protocol
 from samsa.config import BrokerConfig
 from samsa.controller.controller import Controller
 from samsa.protocol.messages import RequestHeader
+from samsa.server.acls import (
+    CLUSTER_NAME,
+    SUPPORTED_OPS,
+    Binding,
+    BindingFilter,
+    Entry,
+    Op,
+    Pattern,
+    PatternType,
+    Permission,
+    ResourceType,
+    binding_problem,
+)
 from samsa.server.admin import AdminManager
+from samsa.server.authorizer import Authorizer
 from samsa.server.cluster import ClusterView
 from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
@@ -47,12 +66,15 @@ from samsa.server.group_manager import GroupManager
 from samsa.server.network import ANONYMOUS
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
+from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl import SaslAuthenticator
 from samsa.server.topics import Topic, validate_topic_name
 
-__all__ = ["ANONYMOUS", "BrokerServices", "ClientConnection", "Controller", "Endpoint", "Partition", "RequestContext",
-           "Topic", "validate_topic_name"]
+__all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
+           "ClientConnection", "ClientQuotas", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern",
+           "PatternType", "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem",
+           "validate_topic_name"]
 
 # (node id, host, port, rack) of this broker on one listener, as Metadata describes a broker.
 Endpoint = tuple[int, str, int, str | None]
@@ -94,12 +116,14 @@ class BrokerServices:
     purgatory: Purgatory
     fetch_sessions: FetchSessionCache
     entity_configs: EntityConfigs  # users' and client-ids' configs (quotas, SCRAM credentials)
+    quotas: ClientQuotas  # client quotas in force (from entity_configs; the dispatcher applies them)
     api_versions: list[tuple[int, int, int]]  # (api key, min version, max version), from the handler registry
     endpoints: Callable[[str], list[Endpoint]]  # this broker's endpoint on a listener ([] if it has none)
     topic_ready: Callable[[str], bool]  # the topic exists and each of its partitions has a leader
     auto_create_topic: Callable[[str], Awaitable[Topic]]  # with the broker's defaults (Metadata's auto-creation)
     # writes every log dir's checkpoints (log start offsets) as they are now, in a worker thread
     persist_log_start_offsets: Callable[[], asyncio.Future[None]]
+    authorizer: Authorizer | None = None  # authorizer.class.name set: the ACL authorizer
 
     @property
     def config(self) -> BrokerConfig:
@@ -134,6 +158,44 @@ class RequestContext:
     @property
     def principal(self) -> str:
         return self.conn.principal
+
+    @property
+    def host(self) -> str:
+        """The client's address, as ACLs name hosts."""
+        peer = self.conn.peer
+        return str(peer[0]) if isinstance(peer, tuple) else str(peer)
+
+    # -- authorization ------------------------------------------------------------------------
+
+    @property
+    def authorizer(self) -> Authorizer | None:
+        return self.services.authorizer
+
+    def authorize(self, op: Op, rtype: ResourceType, name: str, log_denied: bool = True) -> bool:
+        """May this connection's principal do `op` on the resource? (True without an authorizer.)
+        `log_denied=False` for a check that only filters what is shown (Kafka's logIfDenied)."""
+        auth = self.services.authorizer
+        if auth is None:
+            return True
+        return auth.authorize(self.conn.principal, self.host, op, rtype, name, self.header.api_key, log_denied)
+
+    def authorize_cluster(self, op: Op, log_denied: bool = True) -> bool:
+        return self.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME, log_denied)
+
+    def authorize_any(self, op: Op, rtype: ResourceType) -> bool:
+        """May the principal do `op` on some resource of the type? (Kafka's authorizeByResourceType.)"""
+        auth = self.services.authorizer
+        if auth is None:
+            return True
+        return auth.authorize_any(self.conn.principal, self.host, op, rtype, self.header.api_key)
+
+    def authorized_operations(self, rtype: ResourceType, name: str) -> int:
+        """Kafka's authorized-operations bit field of a resource (every supported operation
+        without an authorizer)."""
+        auth = self.services.authorizer
+        if auth is None:
+            return sum(1 << int(op) for op in SUPPORTED_OPS[rtype])
+        return auth.index.authorized_operations(self.conn.principal, self.host, rtype, name)
 
     # -- the broker's services ----------------------------------------------------------------
 
@@ -193,6 +255,10 @@ class RequestContext:
     @property
     def entity_configs(self) -> EntityConfigs:
         return self.services.entity_configs
+
+    @property
+    def quotas(self) -> ClientQuotas:
+        return self.services.quotas
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:

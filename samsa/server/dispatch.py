@@ -13,6 +13,14 @@ for that I/O only; it returns a body or, to wait for a condition afterwards, a P
 Whatever the handler returns reaches the connection as an encoded frame or a Pending of one; an
 exception (raised, or failing the Pending) becomes the client's error when it is a Kafka error
 or the metadata store being away, and closes the connection when it is a bug.
+
+Client quotas (`quotas.py`), once any is configured, take the `_with_quotas` path: the handler's
+time is measured (request_percentage), and when its answer is ready a Produce's request size
+is recorded (producer_byte_rate; the Fetch handler records its own bytes, consumer_byte_rate,
+because a throttled fetch sends no data). The longest throttle time goes into the response's
+`throttle_time_ms` and mutes the connection for as long (KIP-219); a response version whose
+client does not throttle itself is held back for that time instead. SASL requests and
+followers' fetches are exempt. Without quotas the request path pays one attribute check.
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ import asyncio
 import inspect
 import logging
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
@@ -39,13 +48,16 @@ from samsa.protocol.wire import I16, I32, DecodeError
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.context import BrokerServices, RequestContext
 from samsa.server.network import Connection
+from samsa.server.quotas import client_throttles
 from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.server.sasl import sasl_failed
 
 log = logging.getLogger("samsa.requests")
+Account = Callable[[Any], tuple[Any, int]]  # an answer -> (the answer with its throttle time, delay in ms)
 _KEY_VERSION = struct.Struct(">hh")
 _BEFORE_AUTH = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
-
+_QUOTA_EXEMPT = frozenset({17, 36})  # the authentication exchange
+_PRODUCE, _FETCH = 0, 1
 
 
 def supported_versions(modules: Iterable[ModuleType]) -> list[tuple[int, int, int]]:
@@ -64,6 +76,7 @@ class Dispatcher:
         return supported_versions(self.handlers.values())
 
     def __call__(self, conn: Connection, frame: bytearray) -> Any:
+        started = time.perf_counter() if self.services.quotas.enabled else 0.0  # (request_percentage)
         sasl = conn.sasl
         if sasl is not None and sasl.raw_tokens:  # after a v0 SaslHandshake: a bare token
             return self._raw_token(conn, frame)
@@ -83,6 +96,9 @@ class Dispatcher:
             raise FrameError(f"malformed request (api {api_key} v{version}): {e}") from None
         conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header)
+        if self.services.quotas.enabled and api_key not in _QUOTA_EXEMPT and (
+                api_key != _FETCH or getattr(body, "replica_id", -1) < 0):  # (replication is no client's)
+            return self._with_quotas(conn, ctx, module, body, len(frame), started)
         try:
             result = module.handle(ctx, body)
         except Exception as e:
@@ -93,12 +109,68 @@ class Dispatcher:
             return self._answer_later(ctx, result)
         if inspect.isawaitable(result):
             return self._after_io(ctx, result)
+        return self._encode(ctx, result)
+
+    def _encode(self, ctx: RequestContext, body: Any) -> Out:
+        h = ctx.header
         try:
-            return encode_response(api_key, version, header.correlation_id, result)
+            return encode_response(h.api_key, h.api_version, h.correlation_id, body)
         except Exception as e:
-            log.error("could not encode the answer to api %d v%d from %s", api_key, version, conn.peer_str,
-                      exc_info=e)
+            log.error("could not encode the answer to api %d v%d from %s", h.api_key, h.api_version,
+                      ctx.conn.peer_str, exc_info=e)
             raise FrameError("internal error (see the log above); closing the connection") from None
+
+    def _with_quotas(self, conn: Connection, ctx: RequestContext, module: ModuleType, body: Any, size: int,
+                     started: float) -> Any:
+        """`__call__`'s path when client quotas are configured (see the module doc); `started`
+        is when the request's decoding began."""
+        acks = getattr(body, "acks", 1)
+        try:
+            result = module.handle(ctx, body)
+        except Exception as e:
+            result = self._failed(ctx, e)
+        busy = time.perf_counter() - started
+        quotas = self.services.quotas
+        if result is NO_RESPONSE:  # acks=0: bandwidth only, and no response to carry the time
+            conn.throttle(quotas.produce.record(ctx.principal, ctx.client_id, size))
+            return NO_RESPONSE
+
+        def account(answer: Any) -> tuple[Any, int]:
+            return self._throttle(conn, ctx, answer, busy, size, acks)
+
+        if isinstance(result, Pending):
+            return self._answer_later(ctx, result, account)
+        if inspect.isawaitable(result):
+            return self._after_io(ctx, result, account)
+        result, delay_ms = account(result)
+        out = self._encode(ctx, result)
+        if not delay_ms:
+            return out
+        held = Pending()  # an old client's throttled response: held back
+        held.on_cancel(conn.loop.call_later(delay_ms / 1000.0, held.complete, out).cancel)
+        return held
+
+    def _throttle(self, conn: Connection, ctx: RequestContext, answer: Any, busy: float, size: int,
+                  acks: int) -> tuple[Any, int]:
+        """Record this request against the client's quotas: the answer with its throttle time,
+        and how long to hold it back (0: the client throttles itself). The connection is muted
+        for the throttle time."""
+        quotas = self.services.quotas
+        principal, client_id = ctx.principal, ctx.client_id
+        api_key = ctx.header.api_key
+        ms = _throttle_time(answer)  # a fetch's own (consumer_byte_rate)
+        if api_key == _PRODUCE:
+            ms = max(ms, quotas.produce.record(principal, client_id, size))
+        if api_key != _PRODUCE or acks != 0:
+            ms = max(ms, quotas.request.record(principal, client_id, busy * 100.0))  # % of one second
+        if ms <= 0:
+            return answer, 0
+        if isinstance(answer, dict):
+            answer["throttle_time"] = ms
+        elif answer is not None and not isinstance(answer, Out):
+            answer.throttle_time = ms
+        conn.throttle(ms)
+        return answer, 0 if client_throttles(api_key, ctx.header.api_version) else ms
 
     def _raw_token(self, conn: Connection, frame: bytearray) -> Out:
         """The v0 flow: the frame is the mechanism's token and the answer a bare frame (the next
@@ -118,11 +190,13 @@ class Dispatcher:
         out.extend(step.reply)
         return out
 
-    def _answer_later(self, ctx: RequestContext, pending: Pending) -> Pending:
+    def _answer_later(self, ctx: RequestContext, pending: Pending, account: Account | None = None) -> Pending:
         """A Pending of the response frame, from the handler's Pending of its body (a body that
-        is already a frame, as a fetch answered from an append, goes as it is)."""
+        is already a frame, as a fetch answered from an append, goes as it is); `account`
+        applies the client's quotas to the body once it is ready."""
         out = Pending()
         header = ctx.header
+        delay_ms = 0
 
         def done(body: Any, error: BaseException | None) -> None:
             if error is not None:
@@ -134,19 +208,26 @@ class Dispatcher:
                 except FrameError as e:
                     out.fail(e)
                     return
+            nonlocal delay_ms
+            if account is not None:
+                body, delay_ms = account(body)
             if not isinstance(body, Out):
                 try:
                     body = encode_response(header.api_key, header.api_version, header.correlation_id, body)
                 except Exception as e:  # a bug: this connection closes (logged there)
                     out.fail(e)
                     return
+            if delay_ms:  # an old client's throttled response: held back
+                timer = asyncio.get_running_loop().call_later(delay_ms / 1000.0, out.complete, body)
+                out.on_cancel(timer.cancel)
+                return
             out.complete(body)
 
+        out.on_cancel(pending.cancel)  # (before: `done` may run now and hold the answer back on a timer)
         pending.on_done(done)
-        out.on_cancel(pending.cancel)
         return out
 
-    def _after_io(self, ctx: RequestContext, awaitable: Any) -> Pending:
+    def _after_io(self, ctx: RequestContext, awaitable: Any, account: Account | None = None) -> Pending:
         """A handler awaiting the metadata store: its task's result (a body, or a Pending of one
         when it then waits in the purgatory) as a Pending. A closed connection does not stop
         the task (its writes go on, as Kafka's do), only drops the answer."""
@@ -178,7 +259,7 @@ class Dispatcher:
 
         body.on_cancel(cancel)
         task.add_done_callback(finished)
-        return self._answer_later(ctx, body)
+        return self._answer_later(ctx, body, account)
 
     def _failed(self, ctx: RequestContext, e: Exception) -> dict[str, Any]:
         """The answer to a request whose handler raised: a Kafka error is the client's; the
@@ -210,3 +291,12 @@ class Dispatcher:
         out.extend(I32.pack(correlation_id))
         out.extend(I16.pack(int(ErrorCode.UNSUPPORTED_VERSION)))
         return out
+
+
+def _throttle_time(answer: Any) -> int:
+    """The throttle time a handler put in its answer (0 when none)."""
+    if isinstance(answer, dict):
+        return int(answer.get("throttle_time") or 0)
+    if answer is None or isinstance(answer, Out):
+        return 0
+    return int(getattr(answer, "throttle_time", 0) or 0)

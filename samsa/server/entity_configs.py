@@ -182,12 +182,14 @@ class EntityConfigs:
         return {zkdata.desanitize(n): (zkdata.decode_config(node[0]) if node is not None and node[0] else {})
                 for n, node in zip(names, nodes)}
 
-    async def alter(self, entity: str,
-                    change: Callable[[dict[str, str]], dict[str, str] | None]) -> dict[str, str] | None:
-        """alter_entity_config on this broker's store (every broker follows the notification)."""
-        return await alter_entity_config(self.store, entity, change)
-
     async def start(self) -> None:
+        for entity, config in (await self.read_all()).items():
+            self._apply(entity, config)
+        await self.notifications.start()
+
+    async def read_all(self) -> dict[str, dict[str, str]]:
+        """Every user's, user+client-id's and client-id's config as the store has it now (what
+        DescribeClientQuotas reads: this broker's copy may lag a change made elsewhere)."""
         entities: list[str] = []
         for user in await self.store.children(zkdata.USER_CONFIGS):
             entities.append(f"users/{user}")
@@ -196,9 +198,13 @@ class EntityConfigs:
         for client in await self.store.children(zkdata.CLIENT_CONFIGS):
             entities.append(f"clients/{client}")
         nodes = await self.store.get_many([_node_path(e) for e in entities])
-        for entity, node in zip(entities, nodes):
-            self._apply(entity, zkdata.decode_config(node[0]) if node is not None and node[0] else {})
-        await self.notifications.start()
+        return {entity: zkdata.decode_config(node[0]) if node is not None and node[0] else {}
+                for entity, node in zip(entities, nodes)}
+
+    async def alter(self, entity: str,
+                    change: Callable[[dict[str, str]], dict[str, str] | None]) -> dict[str, str] | None:
+        """`alter_entity_config` on this broker's store."""
+        return await alter_entity_config(self.store, entity, change)
 
     async def stop(self) -> None:
         await self.notifications.stop()

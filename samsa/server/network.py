@@ -19,6 +19,10 @@ sent with a single `send` instead: one system call on the latency path, not two.
 
 A frame that is malformed or larger than `socket.request.max.bytes` closes that connection with
 one log line; the broker and every other connection carry on.
+
+A client over its quota (`quotas.py`) is throttled as KIP-219 says: `throttle(ms)` stops reading
+from the connection (requests already received wait too) until a timer of the loop ends it;
+responses already made still go out. One timer per throttled connection, nothing else.
 """
 
 from __future__ import annotations
@@ -97,6 +101,8 @@ class Connection:
         # SaslHandshake/SaslAuthenticate handlers use it); None otherwise.
         self.sasl: SaslAuthenticator | None = None
         self.closing_after_reply = False
+        self.throttled = False  # muted by a quota until `_unthrottle` runs
+        self._unthrottle: asyncio.TimerHandle | None = None
 
     @property
     def listener(self) -> str:
@@ -109,7 +115,7 @@ class Connection:
         self._resume_reading()
 
     def _resume_reading(self) -> None:
-        if not self.reading and not self.closed and not self.closing_after_reply:
+        if not self.reading and not self.closed and not self.closing_after_reply and not self.throttled:
             self.loop.add_reader(self.fd, self._on_readable)
             self.reading = True
 
@@ -143,7 +149,7 @@ class Connection:
             self._cut_frames()
             return
         try:
-            while not self.closed:
+            while not self.closed and not self.throttled:
                 frame = frames.next_frame()
                 if frame is None:
                     break
@@ -158,7 +164,7 @@ class Connection:
         frames, quotas = self.frames, self.quotas
         allow = quotas.memory_available()
         try:
-            while not self.closed:
+            while not self.closed and not self.throttled:
                 frame = frames.next_frame(allow)
                 if frame is None:
                     if frames.blocked:  # wait for memory, reading nothing
@@ -184,7 +190,34 @@ class Connection:
 
     def stalled_mid_request(self) -> bool:
         """Part of a request arrived and the rest has not (ConnectionQuotas' stall check)."""
-        return self.frames.held > 0 and not self.frames.blocked
+        return self.frames.held > 0 and not self.frames.blocked and not self.throttled
+
+    def throttle(self, ms: int) -> None:
+        """Read and dispatch nothing from this client for `ms` milliseconds from now (a quota's
+        throttle time, KIP-219); a longer throttle already in force stays."""
+        if ms <= 0 or self.closed:
+            return
+        until = self.loop.time() + ms / 1000.0
+        timer = self._unthrottle
+        if timer is not None:
+            if timer.when() >= until:
+                return
+            timer.cancel()
+        self.throttled = True
+        self._pause_reading()
+        self._unthrottle = self.loop.call_at(until, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._unthrottle = None
+        self.throttled = False
+        if self.closed:
+            return
+        self.last_active = self.quotas.now
+        if self.frames.held:
+            self._process_frames()  # requests received before the mute
+        if (not self.throttled and not self.frames.blocked and len(self.pending) <= self.max_pending
+                and self.queued_out <= MAX_QUEUED_OUT):
+            self._resume_reading()
 
     def _dispatch(self, frame: bytearray) -> None:
         try:
@@ -326,6 +359,9 @@ class Connection:
             return
         self.closed = True
         self._pause_reading()
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
+            self._unthrottle = None
         if self.writing:
             self.loop.remove_writer(self.fd)
             self.writing = False
@@ -396,25 +432,38 @@ class TlsConnection(Connection):
             if principal is not None:
                 self.principal = principal
         frames = self.frames
+        # One read returns one TLS record's plaintext, and clients send small records
+        # (librdkafka's are ~2 KB): this loop runs ~500 times per MB, so it does little. The
+        # SSLObject's own method is called (not ssl.py's wrapper of it), and the frames are
+        # cut only once no large frame is half-received.
+        read = self.tls._sslobj.read  # type: ignore[attr-defined]
         while self.reading and not self.closed and not frames.blocked:
-            buf = frames.buffer()
             try:
-                try:
-                    n = int(self.tls.read(len(buf), buf))  # (with a buffer: how many bytes)
-                finally:
-                    del buf  # (the frame buffer may grow next: no view of it may be left here)
+                if frames.mid_frame:  # the rest of a large frame: straight into it
+                    if frames.fill(read):
+                        self._process_frames()
+                        continue
+                else:
+                    buf = frames.buffer()
+                    try:
+                        n = read(len(buf), buf)  # (with a buffer: how many bytes)
+                    finally:
+                        del buf  # (the frame buffer may grow next: no view of it may be left here)
+                    if n:
+                        frames.advance(n)
+                        if not frames.mid_frame:
+                            self._process_frames()
+                        continue
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:
-                n = 0
+                pass
             except (ssl.SSLError, ValueError) as e:
                 self._tls_failed("TLS", e)
                 return
-            if not n:  # the client's close_notify (no data raises SSLWantReadError): answer with ours
-                self._shut_down()
-                return
-            frames.advance(n)
-            self._process_frames()
+            # A read of 0 bytes: the client's close_notify (no data raises SSLWantReadError).
+            self._shut_down()
+            return
         self._send_tls()  # (TLS 1.3 session tickets and the like)
 
     def _shut_down(self) -> None:

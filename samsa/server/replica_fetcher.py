@@ -34,6 +34,8 @@ from samsa.protocol.errors import ErrorCode
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.messages import decode_response, encode_request
 from samsa.protocol.records import InvalidRecords, scan_batches
+from samsa.ratelimit import RateLimitedLog
+from samsa.server import sasl_client
 from samsa.server.replica_manager import Partition
 from samsa.storage.errors import StorageError
 
@@ -49,6 +51,7 @@ class FetcherHost(Protocol):
     config: BrokerConfig
     inter_broker_listener: str
     inter_broker_ssl: ssl.SSLContext | None  # the inter-broker listener's TLS (None: plaintext)
+    inter_broker_sasl: sasl_client.SaslLogin | None  # what it logs in with on a SASL listener
     loop: asyncio.AbstractEventLoop
 
     @property
@@ -57,6 +60,7 @@ class FetcherHost(Protocol):
     def topic_config(self, topic: str, key: str) -> object: ...
 
 log = logging.getLogger("samsa.replication")
+_auth_log = RateLimitedLog(log, 30.0)
 
 FETCH_VERSION = 12
 EPOCH_VERSION = 4
@@ -256,6 +260,18 @@ class LeaderFetcher:
             if isinstance(e, ssl.SSLError):
                 log.warning("TLS to broker %d (%s:%d) failed: %s", self.leader_id, ep[0], ep[1], e)
             return None
+        login = self.manager.broker.inter_broker_sasl
+        if login is not None:
+            try:
+                await sasl_client.authenticate(conn.request, login, self.manager.timeout_s, self.manager.salted)
+            except sasl_client.SaslClientError as e:
+                _auth_log.warning(f"sasl:{self.leader_id}", "SASL %s authentication as %s to broker %d (%s:%d) "
+                                  "failed: %s", login.mechanism, login.username, self.leader_id, ep[0], ep[1], e)
+                conn.close()
+                return None
+            except (TimeoutError, OSError, EOFError, ConnectionError, asyncio.IncompleteReadError):
+                conn.close()
+                return None
         return conn
 
     # -- truncation ---------------------------------------------------------------------------
@@ -425,6 +441,7 @@ class ReplicaFetcherManager:
         self.following: dict[tuple[str, int], int] = {}
         self.max_wait_ms = int(broker.config.get("replica.fetch.wait.max.ms"))
         self.timeout_s = max(int(broker.config.get("replica.socket.timeout.ms")) / 1000, 1.0)
+        self.salted: dict[tuple[str, bytes, int], bytes] = {}  # SCRAM: PBKDF2 results, per (password, salt, rounds)
 
     def endpoint(self, leader_id: int) -> tuple[str, int] | None:
         return self.broker.cluster.endpoint(leader_id, self.broker.inter_broker_listener)

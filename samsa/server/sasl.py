@@ -37,18 +37,21 @@ SCRAM-SHA-256 / SCRAM-SHA-512: the users are the SCRAM credentials in ZooKeeper
 (/config/users/<user>, `samsa configs --entity-type users` or AlterUserScramCredentials), so the
 listener needs no users. Kafka wants a ScramLoginModule entry per SCRAM mechanism,
 `listener.name.<l>.scram-sha-256.sasl.jaas.config`, whose username/password are what the broker
-uses towards other brokers; Samsa accepts it (checking its login module) but does not need it,
-as replication over SASL is not supported yet.
+uses towards other brokers: Samsa needs it only on a SASL inter-broker listener whose
+sasl.mechanism.inter.broker.protocol is that mechanism (broker.inter_broker_login), and checks
+its login module wherever it is given. That broker user's credential must exist before the
+brokers start: `samsa configs --zookeeper ... --entity-type users --entity-name admin --alter
+--add-config 'SCRAM-SHA-256=[password=...]'`.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from samsa.protocol import jaas
 from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -57,8 +60,6 @@ from samsa.server.scram import SaslStep, ScramCredentials, ScramExchange
 PLAIN = "PLAIN"
 SUPPORTED = (PLAIN, *SCRAM_MECHANISMS)
 
-_OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*"((?:[^"\\]|\\.)*)"')
-_MODULE = re.compile(r"\s*([A-Za-z0-9_.$]+)\s+(required|requisite|sufficient|optional)\s*")
 
 
 _auth_log = RateLimitedLog(logging.getLogger("samsa.auth"), 10.0)
@@ -76,22 +77,10 @@ def sasl_failed(conn: Any, mechanism: str | None, why: str | None) -> None:
 
 def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     """Kafka's one-module sasl.jaas.config: (login module class, {option: value})."""
-    m = _MODULE.match(text)
-    if m is None:
-        raise SaslConfigError(f"sasl.jaas.config: expected '<LoginModule> required key=\"value\" ...;', got {text!r}")
-    pos = m.end()
-    options: dict[str, str] = {}
-    while True:
-        o = _OPTION.match(text, pos)
-        if o is None:
-            break
-        options[o.group(1)] = re.sub(r"\\(.)", r"\1", o.group(2))
-        pos = o.end()
-    rest = text[pos:].strip()
-    if rest != ";":
-        raise SaslConfigError(f"sasl.jaas.config: cannot read {rest!r} (options are key=\"value\", and the "
-                              "entry ends with ';')")
-    return m.group(1), options
+    try:
+        return jaas.parse_jaas(text)
+    except jaas.JaasError as e:
+        raise SaslConfigError(str(e)) from None
 
 
 @dataclass

@@ -19,9 +19,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from samsa.protocol.client_security import ClientSecurity
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.framing import FrameSplitter
 from samsa.protocol.messages import decode_response, encode_request
+from samsa.protocol.scram import SaslClientError
 
 TopicPartition = tuple[str, int]
 EARLIEST_TIMESTAMP = -2
@@ -40,7 +42,8 @@ class ClientError(Exception):
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, timeout: float, client_id: str) -> None:
+    def __init__(self, host: str, port: int, timeout: float, client_id: str,
+                 security: ClientSecurity | None = None) -> None:
         try:
             self.sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as e:
@@ -49,6 +52,21 @@ class _Connection:
         self.client_id = client_id
         self.correlation_id = 0
         self.frames = FrameSplitter()
+        if security is not None and security.protocol != "PLAINTEXT":
+            self._secure(host, port, security)
+
+    def _secure(self, host: str, port: int, security: ClientSecurity) -> None:
+        try:
+            if security.tls:
+                self.sock = security.tls_context().wrap_socket(self.sock, server_hostname=host)
+            if security.sasl:
+                security.login(self.request)
+        except SaslClientError as e:
+            self.sock.close()
+            raise ClientError(f"broker {host}:{port}: {e}") from None
+        except OSError as e:  # (ssl.SSLError included)
+            self.sock.close()
+            raise ClientError(f"TLS to broker {host}:{port} failed: {e}") from None
 
     def send(self, api_key: int, version: int, body: dict[str, Any]) -> None:
         """Send a request that gets no response (Produce with acks=0)."""
@@ -76,12 +94,14 @@ class _Connection:
 
 
 class SamsaClient:
-    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "samsa-spark") -> None:
+    def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "samsa-spark",
+                 security: ClientSecurity | None = None) -> None:
         self.bootstrap = [_hostport(x) for x in bootstrap.split(",") if x.strip()]
         if not self.bootstrap:
             raise ClientError("no bootstrap server given (kafka.bootstrap.servers is host:port[,host:port])")
         self.timeout = timeout
         self.client_id = client_id
+        self.security = security
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TopicPartition, int] = {}
         self._conns: dict[tuple[str, int], _Connection] = {}
@@ -92,7 +112,7 @@ class SamsaClient:
     def _conn(self, addr: tuple[str, int]) -> _Connection:
         c = self._conns.get(addr)
         if c is None:
-            c = self._conns[addr] = _Connection(addr[0], addr[1], self.timeout, self.client_id)
+            c = self._conns[addr] = _Connection(addr[0], addr[1], self.timeout, self.client_id, self.security)
         return c
 
     def _call(self, addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any], *,
@@ -338,16 +358,30 @@ class OffsetOutOfRange(ClientError):
         self.tp, self.offset, self.log_start, self.high_watermark = tp, offset, log_start, high_watermark
 
 
-_POOL: dict[str, SamsaClient] = {}
+_POOL: dict[tuple[str, tuple[tuple[str, str], ...]], SamsaClient] = {}
 _POOL_LOCK = threading.Lock()
 
 
-def client_for(bootstrap: str) -> SamsaClient:
-    """One client per bootstrap string per process (executors reuse theirs across tasks)."""
+SECURITY_PREFIXES = ("security.protocol", "sasl.", "ssl.")
+
+
+def security_params(kafka_params: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The `kafka.*` options that say how to connect (security.protocol, sasl.*, ssl.*)."""
+    return tuple(sorted((k, v) for k, v in kafka_params if k.startswith(SECURITY_PREFIXES)))
+
+
+def client_for(bootstrap: str, security: tuple[tuple[str, str], ...] = ()) -> SamsaClient:
+    """One client per bootstrap string and security settings per process (executors reuse
+    theirs across tasks)."""
+    key = (bootstrap, security)
     with _POOL_LOCK:
-        c = _POOL.get(bootstrap)
+        c = _POOL.get(key)
         if c is None:
-            c = _POOL[bootstrap] = SamsaClient(bootstrap)
+            try:
+                settings = ClientSecurity.from_properties(dict(security))
+            except ValueError as e:
+                raise ClientError(str(e)) from None
+            c = _POOL[key] = SamsaClient(bootstrap, security=settings)
         return c
 
 

@@ -37,6 +37,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from samsa.protocol.client_security import ClientSecurity
 from samsa.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -189,6 +190,10 @@ def _kafka_params(params: dict[str, str], unsupported: Mapping[str, str], what: 
         raise OptionError(
             f"Option 'kafka.bootstrap.servers' must be specified (host:port[,host:port]) for the samsa {what}"
         )
+    try:  # how to connect: kafka.security.protocol, kafka.sasl.*, kafka.ssl.* (Kafka's client names)
+        ClientSecurity.from_properties(kafka)
+    except ValueError as e:
+        raise OptionError(f"Invalid connection option (as kafka.<name>): {e}") from None
     return tuple(sorted(kafka.items()))
 
 

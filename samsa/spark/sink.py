@@ -42,7 +42,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from samsa.protocol.errors import ErrorCode
-from samsa.spark.client import ClientError, ProduceError, SamsaClient, client_for
+from samsa.spark.client import ClientError, ProduceError, SamsaClient, client_for, security_params
 from samsa.spark.encode import RecordError, Records, encode_batches, partition_for_keys
 from samsa.spark.options import OptionError, SinkOptions, parse_sink_options
 
@@ -133,7 +133,8 @@ def _is_headers_type(kind: Any) -> bool:
 def _check_brokers(opts: SinkOptions) -> None:
     topics = [opts.topic] if opts.topic else []
     try:
-        known = client_for(opts.bootstrap_servers).metadata(topics, allow_auto_create=True)
+        client = client_for(opts.bootstrap_servers, security_params(opts.kafka_params))
+        known = client.metadata(topics, allow_auto_create=True)
     except ClientError as e:
         raise SamsaSinkError(f"cannot reach Samsa at kafka.bootstrap.servers={opts.bootstrap_servers}: {e}."
                              " Check that the brokers are running and the option lists host:port") from None
@@ -155,7 +156,7 @@ class _Producer:
     def __init__(self, plan: SinkPlan) -> None:
         self.plan = plan
         self.opts = plan.opts
-        self.client: SamsaClient = client_for(self.opts.bootstrap_servers)
+        self.client: SamsaClient = client_for(self.opts.bootstrap_servers, security_params(self.opts.kafka_params))
         self.counts: dict[str, int] = {}
         self.turn: dict[str, int] = {}
         self.pending: dict[TopicPartition, list[Records]] = {}

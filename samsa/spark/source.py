@@ -39,7 +39,14 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from samsa.spark.client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, ClientError, SamsaClient, client_for
+from samsa.spark.client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ClientError,
+    SamsaClient,
+    client_for,
+    security_params,
+)
 from samsa.spark.offsets import data_loss_message, find_data_loss, offset_ranges, rate_limit
 from samsa.spark.options import (
     Earliest,
@@ -122,7 +129,7 @@ def _options(raw: Any, streaming: bool) -> SourceOptions:
 
 
 def _client(opts: SourceOptions) -> SamsaClient:
-    return client_for(opts.bootstrap_servers)
+    return client_for(opts.bootstrap_servers, security_params(opts.kafka_params))
 
 
 def current_partitions(opts: SourceOptions) -> list[TopicPartition]:
@@ -195,22 +202,23 @@ def _partitions(opts: SourceOptions, start: dict[TopicPartition, int], end: dict
         if opts.fail_on_data_loss:
             raise SamsaSourceError(data_loss_message(problem, True))
         start = {tp: max(o, earliest.get(tp, o)) for tp, o in start.items()}
-    return [InputPartition((opts.bootstrap_servers, t, p, lo, hi, opts.include_headers))
+    security = security_params(opts.kafka_params)
+    return [InputPartition((opts.bootstrap_servers, t, p, lo, hi, opts.include_headers, security))
             for t, p, lo, hi in offset_ranges(start, end, earliest)]
 
 
 # --------------------------------------------------------------------------- reading (executors)
 
 
-def read_range(value: tuple[str, str, int, int, int, bool]) -> Iterator[pa.RecordBatch]:
+def read_range(value: tuple[str, str, int, int, int, bool, tuple[tuple[str, str], ...]]) -> Iterator[pa.RecordBatch]:
     """Every record of topic-partition [lo, hi) as Arrow record batches."""
     # Imported here, not with the module: Spark's source process on the driver, which starts
     # with every streaming query, plans offsets and never decodes a record.
     from samsa.protocol.records import scan_batches
     from samsa.spark.arrow import decode_partition
 
-    bootstrap, topic, partition, lo, hi, headers = value
-    c = client_for(bootstrap)
+    bootstrap, topic, partition, lo, hi, headers, security = value
+    c = client_for(bootstrap, security)
     offset = lo
     size = FIRST_FETCH_BYTES
     while offset < hi:

@@ -183,3 +183,58 @@ def test_a_client_closing_tls_cleanly_gets_the_brokers_close_notify(tmp_path: Pa
             s.unwrap().close()  # raises TimeoutError without the broker's close_notify
     finally:
         b.close()
+
+
+def _served_cn(b: BrokerProcess, ca: Path) -> str:
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context(cafile=str(ca))
+    with socket.create_connection((b.host, b.port), timeout=10) as raw, \
+            ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+        cert = s.getpeercert()
+    return dict(x[0] for x in cert["subject"])["commonName"]
+
+
+def test_a_listeners_key_store_is_replaced_at_runtime_per_broker(tmp_path: Path) -> None:
+    """Certificate rotation without a restart, as Kafka's dynamic listener configs:
+    `samsa configs --entity-type brokers --entity-name 0 --add-config
+    listener.name.ssl.ssl.keystore.location=NEW`; a store that does not load is refused and the
+    old one stays; the unprefixed key and the cluster-wide default are refused."""
+    pki = make_pki(tmp_path / "pki")
+    pki.issue("rotated", "/CN=rotated.samsa/O=Samsa", server=True)
+    port, admin_port = free_port(), free_port()
+    b = BrokerProcess(tmp_path / "broker", {
+        "listeners": f"SSL://127.0.0.1:{port},PLAINTEXT://127.0.0.1:{admin_port}", "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.keystore("server"))}, port=port)
+    admin = f"127.0.0.1:{admin_port}"
+    b.start()
+    try:
+
+        def configs(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([sys.executable, "-m", "samsa", "configs", "--bootstrap-server", admin,
+                                   "--entity-type", "brokers", *args], capture_output=True, text=True, timeout=60)
+
+        assert _served_cn(b, pki.ca) == "localhost"
+        bad = configs("--entity-name", "0", "--alter", "--add-config",
+                      f"listener.name.ssl.ssl.keystore.location={tmp_path / 'missing.pem'}")
+        assert bad.returncode != 0 and "listener SSL" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+        assert _served_cn(b, pki.ca) == "localhost"
+        r = configs("--entity-name", "0", "--alter", "--add-config",
+                    f"listener.name.ssl.ssl.keystore.location={pki.keystore('rotated')}")
+        assert r.returncode == 0, r.stderr
+        assert _served_cn(b, pki.ca) == "rotated.samsa"
+        assert "TLS key and trust stores loaded again" in b.log_text()
+        described = configs("--entity-name", "0", "--describe")
+        assert described.returncode == 0 and "listener.name.ssl.ssl.keystore.location=" in described.stdout, \
+            described.stdout + described.stderr
+        r = configs("--entity-name", "0", "--alter", "--add-config", f"ssl.keystore.location={pki.keystore('rotated')}")
+        assert r.returncode != 0 and "only per listener" in r.stderr, r.stderr
+        r = configs("--entity-default", "--alter", "--add-config",
+                    f"listener.name.ssl.ssl.keystore.location={pki.keystore('rotated')}")
+        assert r.returncode != 0 and "give a broker id" in r.stderr, r.stderr
+        b.stop()
+        b.start()  # the dynamic key store is stored (ZooKeeper's layout): still the rotated one
+        assert _served_cn(b, pki.ca) == "rotated.samsa"
+    finally:
+        b.close()

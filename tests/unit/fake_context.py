@@ -20,4 +20,5 @@ def fake_context(version: int = 0, *, header: Any = None, peer: Any = ("127.0.0.
         header = SimpleNamespace(api_key=-1, api_version=version, correlation_id=1, client_id="test")
     conn = SimpleNamespace(peer=peer, peer_str=str(peer), client_id=header.client_id, principal=ANONYMOUS,
                            listener=listener)
+    services.setdefault("authorizer", None)  # (no authorizer: every request is allowed, as without authorizer.class.name)
     return RequestContext(SimpleNamespace(**services), conn, header)  # type: ignore[arg-type]

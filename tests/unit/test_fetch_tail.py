@@ -37,6 +37,7 @@ from samsa.protocol.schema import Out
 from samsa.server import network
 from samsa.server.context import RequestContext
 from samsa.server.purgatory import Purgatory
+from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition
 from samsa.server.responses import Pending
 from samsa.storage.config import LogConfig
@@ -66,7 +67,8 @@ def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
     purgatory = partition.purgatory = Purgatory(loop)
     config = BrokerConfig({"broker.id": "0"})
     return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
-                           loop=loop, purgatory=purgatory, current_config=lambda: config)
+                           loop=loop, purgatory=purgatory, current_config=lambda: config, quotas=ClientQuotas(),
+                           authorizer=None)
 
 
 def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, partition_max_bytes: int = 1 << 20,

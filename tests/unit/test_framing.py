@@ -448,3 +448,37 @@ def test_cli_raw_request() -> None:
         assert len(raw_request("127.0.0.1", port, API_VERSIONS, 0, {}, 5).api_keys) == 30_000
     with scripted_peer(RESPONSE[:100_000]) as port, pytest.raises(CliError, match="connection closed by the broker"):
         raw_request("127.0.0.1", port, API_VERSIONS, 0, {}, 5)
+
+
+def test_fill_receives_a_large_frame_piece_by_piece_growing_as_it_goes() -> None:
+    """`fill` (the TLS path: one record's plaintext per read) puts the pieces where `buffer`
+    and `advance` would, grows the frame's bytearray as the bytes arrive, stops when the
+    source has nothing (0) and keeps what came before an exception."""
+    import os
+
+    body = os.urandom(10_000)
+    stream = struct.pack(">i", len(body)) + body
+    frames = FrameSplitter(scratch=bytearray(256), prealloc=1024)
+    frames.feed(stream[:200])
+    assert frames.next_frame() is None and frames.mid_frame
+    pos = 200
+    calls = 0
+
+    def read(n: int, into: memoryview) -> int:
+        nonlocal pos, calls
+        calls += 1
+        if calls == 5:
+            raise TimeoutError("the source fails once")
+        if calls == 9:
+            return 0  # nothing more for now
+        k = min(n, 700, len(stream) - pos)
+        into[:k] = stream[pos:pos + k]
+        pos += k
+        return k
+
+    with pytest.raises(TimeoutError):
+        frames.fill(read)
+    assert frames.fill(read) is False and frames.mid_frame
+    assert frames.fill(read) is True and not frames.mid_frame
+    assert frames.next_frame() == body
+    assert frames.next_frame() is None

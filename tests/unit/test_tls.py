@@ -38,3 +38,44 @@ def test_a_malformed_rule_says_what_it_could_not_read(bad: str) -> None:
 
 def test_a_rule_matching_nothing_keeps_the_dn() -> None:
     assert apply_mapping_rules("CN=x", parse_mapping_rules("RULE:^O=(.*)$/$1/")) == "CN=x"
+
+
+def test_the_scram_client_matches_rfc_7677s_example() -> None:
+    """SCRAM-SHA-256's worked example in RFC 7677 (user "user", password "pencil")."""
+    from samsa.server.sasl_client import ScramClient
+
+    c = ScramClient("SCRAM-SHA-256", "user", "pencil", nonce="rOprNGfwEbeRWgbNEkqO")
+    assert c.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    final = c.final(b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    assert final == b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+    c.verify(b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=")
+    import pytest
+
+    from samsa.server.sasl_client import SaslClientError
+
+    with pytest.raises(SaslClientError):
+        c.verify(b"v=" + b"A" * 44)
+
+
+def test_the_inter_broker_login_is_kafkas_rule_and_its_mistakes_are_named() -> None:
+    import pytest
+
+    from samsa.config import BrokerConfig, ConfigError
+    from samsa.server.broker import inter_broker_login
+
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="b" password="pw-xyz" '
+            'user_b="pw-xyz";')
+    base = {"listeners": "SASL_SSL://127.0.0.1:9093", "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas}
+    login = inter_broker_login(BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "PLAIN"}), "SASL_SSL")
+    assert (login.mechanism, login.username, login.password) == ("PLAIN", "b", "pw-xyz")
+    assert "pw-xyz" not in repr(login)
+    with pytest.raises(ConfigError, match="GSSAPI"):
+        inter_broker_login(BrokerConfig(base), "SASL_SSL")  # Kafka's default mechanism
+    with pytest.raises(ConfigError, match="not enabled on the inter-broker listener"):
+        inter_broker_login(BrokerConfig({**base, "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256"}),
+                           "SASL_SSL")
+    no_login = {**base, "listener.name.sasl_ssl.plain.sasl.jaas.config":
+                'org.apache.kafka.common.security.plain.PlainLoginModule required user_b="s";'}
+    with pytest.raises(ConfigError, match="needs username"):
+        inter_broker_login(BrokerConfig({**no_login, "sasl.mechanism.inter.broker.protocol": "PLAIN"}), "SASL_SSL")

@@ -127,6 +127,17 @@ async def test_delete(store: MetadataStore) -> None:
 
 
 @contract
+async def test_versioned_delete_is_compare_and_delete(store: MetadataStore) -> None:
+    await store.create("/kafka-acl/Topic/t", b"v0")
+    await store.set("/kafka-acl/Topic/t", b"v1", 0)
+    with pytest.raises(BadVersion):
+        await store.delete("/kafka-acl/Topic/t", version=0)
+    assert await store.get("/kafka-acl/Topic/t") == (b"v1", 1)
+    await store.delete("/kafka-acl/Topic/t", version=1)
+    assert await store.get("/kafka-acl/Topic/t") is None
+
+
+@contract
 async def test_ephemeral_node_and_its_owner(store: MetadataStore) -> None:
     await store.create("/brokers/ids/1", b"{}", ephemeral=True)
     await store.create("/brokers/topics/t", b"{}")
