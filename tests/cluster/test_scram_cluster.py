@@ -1,8 +1,9 @@
 """SCRAM users kept in ZooKeeper as Kafka keeps them, across a 2-broker cluster.
 
-The first user is made with `samsa configs --zookeeper` before any broker runs (the tool does
+The first user, the brokers' own (their inter-broker listener is SASL_PLAINTEXT with
+SCRAM-SHA-256), is made with `samsa configs --zookeeper` before any broker runs (the tool does
 the PBKDF2 and writes /config/users/<user> in Kafka's format, checked here against an
-independent computation); both brokers then log it in. A credential added, changed and deleted
+independent computation); the brokers then replicate as that user, and clients log it in. A credential added, changed and deleted
 through the API on broker 0 (`samsa configs --bootstrap-server`, confluent-kafka's admin client)
 takes effect on broker 1, which follows /config/changes."""
 
@@ -31,14 +32,20 @@ def configs_tool(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def with_sasl_listeners(c: Cluster) -> list[str]:
-    """Add a SASL_PLAINTEXT listener offering both SCRAMs to each broker: their addresses."""
+    """Add a SASL_PLAINTEXT listener offering both SCRAMs to each broker, the inter-broker one
+    (as user admin): their addresses."""
     out = []
     for i in range(c.n):
         port = free_port()
         path = c.broker(i).config_path
         text = re.sub(r"(?m)^listeners=(.*)$", lambda m: f"listeners={m.group(1)},SASL_PLAINTEXT://127.0.0.1:{port}",
                       path.read_text())
-        path.write_text(text + "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512\n")
+        path.write_text(text + "".join(f"{k}={v}\n" for k, v in {
+            "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512", "inter.broker.listener.name": "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+                'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+                'password="admin-secret";'}.items()))
         out.append(f"127.0.0.1:{port}")
     return out
 
@@ -71,6 +78,7 @@ def test_scram_users_in_zookeeper_across_a_cluster(cluster, tmp_path: Path) -> N
     assert r.returncode == 0 and r.stdout.startswith("Configs for user-principal 'admin' are SCRAM-SHA-"), r
 
     c.start_all()
+    c.create_topic("replicated", rf=2)  # waits for the full ISR: the follower fetched as admin over SCRAM
     for address in sasl:  # loaded at start-up, before the listeners serve
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
             assert raw_login(address, mechanism, "admin", "admin-secret") == (0, None)
