@@ -14,7 +14,8 @@ credential cache follows). Per user, in this order:
     deleting a credential it lacks     RESOURCE_NOT_FOUND
 
 A user with any of these errors is left as it was: nothing of the request is stored for it.
-The other users are written, each atomically (its deletions then its upsertions)."""
+The other users are written, each atomically (its deletions then its upsertions). It needs
+ALTER on the cluster (else every user is CLUSTER_AUTHORIZATION_FAILED and nothing is stored)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any
 from samsa.metadata.scram import BY_TYPE, credential_from_salted, credential_to_string, user_entity
 from samsa.metadata.store import StoreError
 from samsa.protocol.errors import ErrorCode
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 51
 MIN_VERSION = 0
@@ -64,6 +65,10 @@ def _result(user: str, code: ErrorCode = ErrorCode.NONE, message: str | None = N
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     deletions, upsertions = list(req.deletions), list(req.upsertions)
     results: list[dict[str, Any]] = []
+    if not ctx.authorize_cluster(Op.ALTER):  # as Kafka's
+        return {"throttle_time": 0, "results": [
+            _result(user, ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed")
+            for user in sorted({x.name for x in deletions + upsertions})]}
     illegal: dict[str, str] = {}  # user -> message (a later error of the same user replaces an earlier one)
     for d in deletions:
         if (why := _deletion_error(d)) is not None:

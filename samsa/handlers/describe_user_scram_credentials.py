@@ -3,7 +3,8 @@ or key), read from the store (/config/users/<user>), as Kafka's ZooKeeper-mode b
 
 No users (null or empty): every user that has a credential, sorted by name. Named users: one
 result per distinct name, in the request's order; an empty name or a user without a credential
-is RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE (Kafka's messages)."""
+is RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE (Kafka's messages). It needs
+DESCRIBE on the cluster (else CLUSTER_AUTHORIZATION_FAILED, top-level and per user)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from samsa.metadata.scram import MECHANISMS, credential_from_string, user_entity
 from samsa.protocol.errors import ErrorCode
-from samsa.server.context import RequestContext
+from samsa.server.context import Op, RequestContext
 
 API_KEY = 50
 MIN_VERSION = 0
@@ -39,6 +40,11 @@ def _described(user: str, config: dict[str, str]) -> dict[str, Any] | None:
 
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
+    if not ctx.authorize_cluster(Op.DESCRIBE):  # as Kafka's
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        message = "DESCRIBE on the cluster is needed"
+        return {"throttle_time": 0, "error_code": int(denied), "error_message": message,
+                "results": [_result(u.name, denied, message) for u in req.users or []]}
     if not req.users:
         configs = await ctx.entity_configs.read_users()
         for user in sorted(configs):
