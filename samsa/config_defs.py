@@ -181,10 +181,11 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("ssl.cipher.suites", "list", [], "TLS 1.2 cipher suites, by OpenSSL name (empty: OpenSSL's defaults)."),
     _b("ssl.endpoint.identification.algorithm", "string", "https",
        "Between brokers: https checks the other broker's certificate against its host name; empty does not."),
-    # SASL (samsa/server/sasl.py); sasl.enabled.mechanisms may be set per listener, and each
-    # mechanism's users as listener.name.<name>.<mechanism>.sasl.jaas.config
+    # SASL (samsa/server/sasl.py, scram.py); sasl.enabled.mechanisms may be set per listener, PLAIN's
+    # users as listener.name.<name>.plain.sasl.jaas.config; SCRAM's users are in /config/users
     _b("sasl.enabled.mechanisms", "list", ["GSSAPI"],
-       "SASL mechanisms a SASL listener offers: PLAIN (GSSAPI, Kafka's default, is refused)."),
+       "SASL mechanisms a SASL listener offers: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, "
+       "is refused). SCRAM users are credentials in ZooKeeper (samsa configs --entity-type users)."),
     _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
        "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),

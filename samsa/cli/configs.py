@@ -1,4 +1,5 @@
-"""`samsa configs`: kafka-configs.sh for topics and brokers — describe, and alter incrementally.
+"""`samsa configs`: kafka-configs.sh for topics and brokers — describe, and alter incrementally;
+users' SCRAM credentials are in user_configs.py.
 
 Output is Kafka's ConfigCommand's: `Dynamic configs for topic t are:` (or `All configs ...` with
 `--all`, `Default configs for brokers in the cluster are:` for `--entity-default`) followed by
@@ -16,12 +17,12 @@ from typing import Any, NamedTuple
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
 
 from samsa.cli import client as cl
-from samsa.cli import quota_configs
+from samsa.cli import quota_configs, user_configs
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.protocol.errors import ErrorCode
 
 _TYPES = ("topics", "brokers")
-_QUOTA_TYPES = ("users", "clients")  # client quotas (quota_configs.py)
+_QUOTA_TYPES = ("users", "clients")  # client quotas (quota_configs.py); users' SCRAM credentials (user_configs.py)
 _BROKER = 4  # ConfigResource type id
 _DYNAMIC_SOURCE = {
     "topics": ConfigSource.DYNAMIC_TOPIC_CONFIG,
@@ -37,6 +38,8 @@ def build_parser() -> ArgumentParser:
         description="Describe and alter topic and broker configs (like kafka-configs.sh).",
     )
     p.add_argument("--bootstrap-server", metavar="SERVER", help="REQUIRED: The Kafka server to connect to.")
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/CHROOT]",
+                   help="Change users' SCRAM credentials straight in ZooKeeper (e.g. before any broker runs).")
     p.add_argument(
         "--command-config", metavar="FILE", help="Property file containing configs to be passed to Admin Client."
     )
@@ -143,11 +146,20 @@ def run(argv: list[str]) -> int:
         p.error(
             'Option "[describe]" can\'t be used with options "[add-config]", "[add-config-file]" or "[delete-config]"'
         )
-    if not a.bootstrap_server:
+    if not a.bootstrap_server and not a.zookeeper:
         p.error("--bootstrap-server must be specified")
+    if a.bootstrap_server and a.zookeeper:
+        p.error("Only one of --bootstrap-server or --zookeeper must be specified")
     types = a.entity_type or []
+    if a.zookeeper and types != ["users"]:
+        p.error("--zookeeper changes only users' SCRAM credentials (--entity-type users); use --bootstrap-server")
+    if types == ["users"] and (a.zookeeper or _scram_alter(a)):
+        return _user_scram(a)
     if any(t in _QUOTA_TYPES for t in types):
-        return _client_quotas(a, types)
+        _client_quotas(a, types)
+        if types == ["users"] and a.describe:  # then the SCRAM credentials, as Kafka's tool does
+            _user_scram(a)
+        return 0
     if len(types) > 1:
         p.error("Only one entity type may be given for topics and brokers")
     a.entity_type = types[0] if types else None
@@ -177,6 +189,44 @@ def run(argv: list[str]) -> int:
     else:
         _describe(cfg, etype, name, a.all)
     return 0
+
+
+def _scram_alter(a: Any) -> bool:
+    """Whether an --alter of users changes SCRAM credentials (Kafka's tool does not mix them with
+    quotas in one command)."""
+    if not a.alter:
+        return False
+    keys = [*_to_set(a), *parse_delete_config(a.delete_config)]
+    scram = [k for k in keys if k in user_configs.MECHANISMS]
+    if scram and len(scram) != len(keys):
+        raise CliError("Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using "
+                       "--bootstrap-server.")
+    return bool(scram)
+
+
+def _to_set(a: Any) -> dict[str, str]:
+    if a.add_config and a.add_config_file:
+        raise CliError("Only one of --add-config or --add-config-file must be specified")
+    to_set = cl.load_properties(a.add_config_file) if a.add_config_file else {}
+    if a.add_config:
+        to_set.update(parse_add_config(a.add_config))
+    return to_set
+
+
+def _user_scram(a: Any) -> int:
+    """--entity-type users: SCRAM credentials (user_configs.py)."""
+    names = getattr(a, "entity_names", None) or []
+    if len(names) > 1:
+        raise CliError("More entity names specified than entity types")
+    name = names[0] if names else None
+    if a.alter and name is None:
+        raise CliError("An entity name must be specified with --alter of users")
+    if a.alter and not (a.add_config or a.add_config_file or a.delete_config):
+        raise CliError("At least one of --add-config, --add-config-file, or --delete-config must be specified "
+                       "with --alter")
+    if name == "" and a.describe:
+        return 0  # (no SCRAM credentials for the default user: Kafka's tool shows only its quotas)
+    return user_configs.run(a, name, _to_set(a), parse_delete_config(a.delete_config))
 
 
 def _client_quotas(a: Any, types: list[str]) -> int:

@@ -4,6 +4,7 @@ from samsa.handlers import (
     alter_client_quotas,
     alter_configs,
     alter_partition_reassignments,
+    alter_user_scram_credentials,
     api_versions,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -19,6 +20,7 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_user_scram_credentials,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -81,4 +83,6 @@ HANDLER_MODULES = [
     delete_acls,
     describe_client_quotas,
     alter_client_quotas,
+    describe_user_scram_credentials,
+    alter_user_scram_credentials,
 ]

@@ -1,6 +1,8 @@
 """SaslAuthenticate (36): one SASL token each way, after a v1 SaslHandshake (server/sasl.py).
 
-Success sets the connection's principal; from then on it is served as any connection. A
+A mechanism that needs another round (SCRAM's server-first message) answers NONE with its
+token and waits for the next SaslAuthenticate. Success sets the connection's principal; from
+then on it is served as any connection. A
 failure is answered SASL_AUTHENTICATION_FAILED with the reason and closes the connection; a
 SaslAuthenticate out of turn is ILLEGAL_SASL_STATE and closes it too. Sessions do not expire
 (connections.max.reauth.ms 0): session lifetime 0."""
@@ -27,11 +29,12 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if sasl is None or sasl.state != "authenticate" or sasl.raw_tokens:
         conn.close_after_reply()
         return _answer(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate without a SaslHandshake v1 before it")
-    principal, reply, why = sasl.authenticate(bytes(req.auth_bytes))
-    if principal is None:
-        sasl.log_failure(conn, why)
+    step = sasl.authenticate(bytes(req.auth_bytes))
+    if step.failure is not None:
+        sasl.log_failure(conn, step.failure)
         conn.close_after_reply()
-        return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {why}")
-    conn.principal = principal
-    conn.sasl = None
-    return _answer(ErrorCode.NONE, None, reply)
+        return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, step.message)
+    if step.principal is not None:
+        conn.principal = step.principal
+        conn.sasl = None
+    return _answer(ErrorCode.NONE, None, step.reply)

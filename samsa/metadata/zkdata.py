@@ -22,6 +22,8 @@
     /kafka-acl-extended-changes/acl_changes_<seq> {"version":1,"resourceType":"TOPIC","name":"<name>",
                                                    "patternType":"PREFIXED"}
     /admin/delete_topics/<topic>
+    /samsa/scram_secret                           (Samsa's) random bytes, base64: unknown SCRAM users'
+                                                  salts are derived from it (server/scram.py)
     /admin/controlled_shutdown/<id>               (ephemeral) a broker asks the controller to move its leaders
     /controller, /controller_epoch
 """
@@ -50,6 +52,8 @@ USER_CONFIGS = "/config/users"
 CLIENT_CONFIGS = "/config/clients"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# Samsa's: the cluster's secret (base64) from which unknown SCRAM users' fake salts are derived
+SCRAM_SECRET = "/samsa/scram_secret"
 LITERAL_ACLS = "/kafka-acl"
 EXTENDED_ACLS = "/kafka-acl-extended"
 LITERAL_ACL_CHANGES = "/kafka-acl-changes"
@@ -154,8 +158,14 @@ class PartitionState:
                    version)
 
 
+def _in_order(doc: dict[str, Any]) -> bytes:
+    """Keys in the order given, as Kafka's Json.encodeAsBytes of a Scala Map writes them."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def encode_config(config: dict[str, str]) -> bytes:
-    return dumps({"version": 1, "config": config})
+    """Kafka's ConfigEntityZNode bytes: {"version":1,"config":{...}} (the keys sorted)."""
+    return _in_order({"version": 1, "config": dict(sorted(config.items()))})
 
 
 def decode_config(data: bytes) -> dict[str, str]:
@@ -195,8 +205,9 @@ def entity_path(user: str | None = None, client_id: str | None = None) -> str:
 
 
 def config_change(entity: str) -> bytes:
-    """A /config/changes notification of `entity` (an entity path), Kafka's version 2."""
-    return dumps({"version": 2, "entity_path": entity})
+    """A /config/changes notification of `entity` (an entity path), Kafka's version 2:
+    {"version":2,"entity_path":"users/alice"}."""
+    return _in_order({"version": 2, "entity_path": entity})
 
 
 # -- ACLs (Kafka's AclAuthorizer; ZkData.scala's ZkAclStore, ZkAclChangeStore, ResourceZNode) ----

@@ -62,6 +62,7 @@ from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl_client import CLIENT_MECHANISMS, SaslLogin
+from samsa.server.scram import ScramCredentials
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
@@ -94,6 +95,7 @@ class Broker:
         self.groups = GroupManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
         self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
+        self.scram = ScramCredentials()  # SCRAM users, from entity_configs (SASL listeners read it)
         try:  # (a class other than the ACL authorizer is refused before anything starts)
             self._super_users = authorizer_settings(config.get("authorizer.class.name"), config.get("super.users"))
         except AuthorizerConfigError as e:
@@ -168,6 +170,7 @@ class Broker:
         self.cluster_id = await self._retrying("reading the cluster id", self._cluster_id)
         self.cluster = ClusterView(store, self, self.purgatory)
         self.entity_configs = EntityConfigs(store)
+        self.entity_configs.add_listener(self.scram.on_entity)
         if self._super_users is not None:
             allow_if_no_acl = self.config.get_bool("allow.everyone.if.no.acl.found")
             self.authorizer = Authorizer(store, self._super_users, allow_if_no_acl, api_names(HANDLER_MODULES))
@@ -595,7 +598,8 @@ class Broker:
             if protocol.startswith("SASL"):
                 mechanisms = [str(m).upper() for m in cfg.for_listener(name, "sasl.enabled.mechanisms")]
                 try:
-                    auth = sasl.listener_sasl(name, mechanisms, {m: cfg.jaas_config(name, m) for m in mechanisms})
+                    auth = sasl.listener_sasl(name, mechanisms, {m: cfg.jaas_config(name, m) for m in mechanisms},
+                                              self.scram)
                 except sasl.SaslConfigError as e:
                     raise ConfigError(str(e)) from None
             context = tls.server_context(cfg, name) if protocol in ("SSL", "SASL_SSL") else None
@@ -718,6 +722,7 @@ class Broker:
         self.controller.start()
         await self._retrying("registering", self.session.register)
         await self._retrying("loading the cluster metadata", self.load_cluster)
+        await self._retrying("reading the SCRAM secret", lambda: self.scram.load_secret(self.entity_configs.store))
         await self._retrying("loading user and client configs", self.entity_configs.start)
         if self.authorizer is not None:
             await self._retrying("loading the ACLs", self.authorizer.start)

@@ -173,19 +173,21 @@ class Dispatcher:
         return answer, 0 if client_throttles(api_key, ctx.header.api_version) else ms
 
     def _raw_token(self, conn: Connection, frame: bytearray) -> Out:
-        """The v0 flow: the frame is the mechanism's token and the answer a bare frame; a failed
-        authentication closes the connection (there is no error field to carry it)."""
+        """The v0 flow: the frame is the mechanism's token and the answer a bare frame (the next
+        frame is a token again until the mechanism is done); a failed authentication closes the
+        connection (there is no error field to carry it)."""
         sasl = conn.sasl
         assert sasl is not None
-        principal, reply, why = sasl.authenticate(bytes(frame))
-        if principal is None:
-            sasl_failed(conn, sasl.mechanism, why)
+        step = sasl.authenticate(bytes(frame))
+        if step.failure is not None:
+            sasl_failed(conn, sasl.mechanism, step.failure)
             raise FrameError("SASL authentication failed")
-        conn.principal = principal
-        conn.sasl = None
+        if step.principal is not None:
+            conn.principal = step.principal
+            conn.sasl = None
         out = Out()
-        out.extend(I32.pack(len(reply)))
-        out.extend(reply)
+        out.extend(I32.pack(len(step.reply)))
+        out.extend(step.reply)
         return out
 
     def _answer_later(self, ctx: RequestContext, pending: Pending, account: Account | None = None) -> Pending:

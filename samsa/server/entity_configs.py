@@ -170,6 +170,18 @@ class EntityConfigs:
     def get(self, entity: str) -> dict[str, str]:
         return self.configs.get(entity, {})
 
+    # -- the store's data, for the admin APIs (read-your-writes: not this broker's copy) -------
+
+    async def read(self, entity: str) -> dict[str, str]:
+        return await read_entity_config(self.store, entity)
+
+    async def read_users(self) -> dict[str, dict[str, str]]:
+        """Every user's own config as the store has it, by (raw) user name; not the default user's."""
+        names = [n for n in await self.store.children(zkdata.USER_CONFIGS) if n != zkdata.DEFAULT_ENTITY]
+        nodes = await self.store.get_many([_node_path(f"users/{n}") for n in names])
+        return {zkdata.desanitize(n): (zkdata.decode_config(node[0]) if node is not None and node[0] else {})
+                for n, node in zip(names, nodes)}
+
     async def start(self) -> None:
         for entity, config in (await self.read_all()).items():
             self._apply(entity, config)

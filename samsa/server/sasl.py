@@ -1,5 +1,5 @@
 """SASL on SASL_PLAINTEXT and SASL_SSL listeners: Kafka's SaslServerAuthenticator state machine
-and the PLAIN mechanism.
+and the PLAIN mechanism (SCRAM-SHA-256/512 are in scram.py).
 
 A connection on a SASL listener starts unauthenticated, with a `SaslAuthenticator` as
 `conn.sasl`. Until it has authenticated, the dispatcher lets through only:
@@ -13,6 +13,9 @@ A connection on a SASL listener starts unauthenticated, with a `SaslAuthenticato
 
 Anything else closes the connection (Kafka's IllegalSaslStateException); a SaslAuthenticate
 before the handshake, or a second handshake, is answered ILLEGAL_SASL_STATE and then closed.
+A mechanism answers each token with a `SaslStep`: continue (its reply goes back as the
+SaslAuthenticate response's auth bytes, or as a bare frame after a v0 handshake, and the client
+sends its next token: SCRAM's server-first message), authenticated, or failed.
 A failed authentication is answered SASL_AUTHENTICATION_FAILED (after a v0 handshake: the
 connection just closes), logged once (rate-limited) and then closed. Success sets the
 connection's principal (`User:<name>`) and `conn.sasl` to None: from then on requests are
@@ -29,6 +32,16 @@ JAAS config, in Kafka's format:
 `user_<name>="<password>"` are the users; `username`/`password` are what this broker itself
 logs in with to other brokers. Passwords are compared in constant time, and an unknown user
 costs the same comparison as a wrong password.
+
+SCRAM-SHA-256 / SCRAM-SHA-512: the users are the SCRAM credentials in ZooKeeper
+(/config/users/<user>, `samsa configs --entity-type users` or AlterUserScramCredentials), so the
+listener needs no users. Kafka wants a ScramLoginModule entry per SCRAM mechanism,
+`listener.name.<l>.scram-sha-256.sasl.jaas.config`, whose username/password are what the broker
+uses towards other brokers: Samsa needs it only on a SASL inter-broker listener whose
+sasl.mechanism.inter.broker.protocol is that mechanism (broker.inter_broker_login), and checks
+its login module wherever it is given. That broker user's credential must exist before the
+brokers start: `samsa configs --zookeeper ... --entity-type users --entity-name admin --alter
+--add-config 'SCRAM-SHA-256=[password=...]'`.
 """
 
 from __future__ import annotations
@@ -41,9 +54,11 @@ from typing import Any
 from samsa.protocol import jaas
 from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import RateLimitedLog
+from samsa.server.scram import MECHANISMS as SCRAM_MECHANISMS
+from samsa.server.scram import SaslStep, ScramCredentials, ScramExchange
 
 PLAIN = "PLAIN"
-SUPPORTED = (PLAIN,)
+SUPPORTED = (PLAIN, *SCRAM_MECHANISMS)
 
 
 
@@ -70,23 +85,26 @@ def parse_jaas(text: str) -> tuple[str, dict[str, str]]:
 
 @dataclass
 class ListenerSasl:
-    """What one SASL listener accepts: its mechanisms and, for PLAIN, its users."""
+    """What one SASL listener accepts: its mechanisms and, for PLAIN, its users; for SCRAM, the
+    broker's credential cache."""
 
     listener: str
     mechanisms: list[str]
     plain_users: dict[str, str] = field(default_factory=dict)
+    scram: ScramCredentials | None = None
 
 
 class SaslAuthenticator:
     """One connection's SASL state (see the module doc)."""
 
-    __slots__ = ("config", "mechanism", "raw_tokens", "state")
+    __slots__ = ("config", "mechanism", "raw_tokens", "scram", "state")
 
     def __init__(self, config: ListenerSasl) -> None:
         self.config = config
         self.state = "handshake"  # -> "authenticate" -> gone (conn.sasl = None)
         self.mechanism: str | None = None
         self.raw_tokens = False  # after a v0 handshake: the next frame is a bare token
+        self.scram: ScramExchange | None = None
 
     def log_failure(self, conn: Any, why: str | None) -> None:
         sasl_failed(conn, self.mechanism, why)
@@ -99,34 +117,45 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         self.state = "authenticate"
         self.raw_tokens = version == 0
+        if mechanism in SCRAM_MECHANISMS:
+            assert self.config.scram is not None  # (listener_sasl made sure)
+            self.scram = ScramExchange(SCRAM_MECHANISMS[mechanism], self.config.scram)
         return ErrorCode.NONE
 
-    def authenticate(self, token: bytes) -> tuple[str | None, bytes, str | None]:
-        """(principal or None, the token to answer with, why it failed). One round for PLAIN."""
+    def authenticate(self, token: bytes) -> SaslStep:
+        """The mechanism's answer to the client's next token: one round for PLAIN, two for SCRAM."""
+        if self.scram is not None:
+            return self.scram.step(token)
         if self.mechanism == PLAIN:
             return self._plain(token)
-        return None, b"", f"mechanism {self.mechanism} is not available"
+        return _failed(f"mechanism {self.mechanism} is not available")
 
-    def _plain(self, token: bytes) -> tuple[str | None, bytes, str | None]:
+    def _plain(self, token: bytes) -> SaslStep:
         parts = token.split(b"\0")
         if len(parts) != 3:
-            return None, b"", "malformed PLAIN token (expected authzid NUL username NUL password)"
+            return _failed("malformed PLAIN token (expected authzid NUL username NUL password)")
         try:
             authzid, user, password = (p.decode("utf-8") for p in parts)
         except UnicodeDecodeError:
-            return None, b"", "PLAIN token is not UTF-8"
+            return _failed("PLAIN token is not UTF-8")
         expected = self.config.plain_users.get(user)
         # (the same comparison for an unknown user: no timing difference to learn users from)
         ok = hmac.compare_digest(password.encode(), (expected if expected is not None else "\0" + password).encode())
         if not ok or expected is None or not user:
-            return None, b"", f"Invalid username or password for user {user!r}"
+            return _failed(f"Invalid username or password for user {user!r}")
         if authzid and authzid != user:
-            return None, b"", "the authorization id differs from the user name"
-        return f"User:{user}", b"", None
+            return _failed("the authorization id differs from the user name")
+        return SaslStep(principal=f"User:{user}")
 
 
-def listener_sasl(listener: str, mechanisms: list[str], jaas: dict[str, str | None]) -> ListenerSasl:
-    """Check a SASL listener's settings: `jaas` is each enabled mechanism's sasl.jaas.config."""
+def _failed(why: str) -> SaslStep:
+    return SaslStep(failure=why, message=f"Authentication failed: {why}")
+
+
+def listener_sasl(listener: str, mechanisms: list[str], jaas: dict[str, str | None],
+                  scram: ScramCredentials | None = None) -> ListenerSasl:
+    """Check a SASL listener's settings: `jaas` is each enabled mechanism's sasl.jaas.config;
+    `scram` the broker's SCRAM credentials (SCRAM mechanisms need them)."""
     if not mechanisms:
         raise SaslConfigError(f"listener {listener}: sasl.enabled.mechanisms is empty")
     unsupported = [m for m in mechanisms if m not in SUPPORTED]
@@ -134,7 +163,16 @@ def listener_sasl(listener: str, mechanisms: list[str], jaas: dict[str, str | No
         hint = " (GSSAPI is Kerberos, Kafka's default: not supported)" if "GSSAPI" in unsupported else ""
         raise SaslConfigError(f"listener {listener}: sasl.enabled.mechanisms {','.join(unsupported)} not supported"
                               f"{hint}; Samsa offers {', '.join(SUPPORTED)}")
-    out = ListenerSasl(listener, list(mechanisms))
+    out = ListenerSasl(listener, list(mechanisms), scram=scram)
+    for mechanism in (m for m in mechanisms if m in SCRAM_MECHANISMS):
+        if scram is None:
+            raise SaslConfigError(f"listener {listener}: {mechanism} needs the broker's SCRAM credentials")
+        text = jaas.get(mechanism)
+        if text:  # (optional: see the module doc)
+            module, _ = parse_jaas(text)
+            if not module.endswith("ScramLoginModule"):
+                raise SaslConfigError(f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config: "
+                                      f"expected org.apache.kafka.common.security.scram.ScramLoginModule, got {module}")
     if PLAIN in mechanisms:
         text = jaas.get(PLAIN)
         key = f"listener.name.{listener.lower()}.plain.sasl.jaas.config"

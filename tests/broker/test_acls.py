@@ -224,6 +224,11 @@ CASES: list[Case] = [
                                                       "permission_type": 1}]},
      lambda r: r.filter_results[0].error_code, CAF,
      lambda t, g: [acl(CLUSTER, "kafka-cluster", ALTER, principal="User:bob")]),
+    ("describe-user-scram-credentials", 50, 0, lambda t, g: {"users": [{"name": f"nobody-{t}"}]},
+     lambda r: r.error_code, CAF, lambda t, g: [acl(CLUSTER, "kafka-cluster", DESCRIBE)]),
+    ("alter-user-scram-credentials", 51, 0, lambda t, g: {"deletions": [{"name": f"nobody-{t}", "mechanism": 1}],
+                                                         "upsertions": []},
+     lambda r: r.results[0].error_code, CAF, lambda t, g: [acl(CLUSTER, "kafka-cluster", ALTER)]),
 ]
 
 AUTH_CODES = {TAF, GAF, CAF, int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
