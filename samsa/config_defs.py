@@ -190,7 +190,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),
     _b("connections.max.reauth.ms", "long", 0,
-       "Longest SASL session before the client must authenticate again (0: no limit)." + _UNUSED, at_least(0)),
+       "Longest SASL session before the client must authenticate again on its connection (KIP-368; 0: no "
+       "limit); a connection that has not is closed at its next request.", at_least(0)),
     _b("ssl.principal.mapping.rules", "string", "DEFAULT",
        "Rules mapping a client certificate's distinguished name to a principal name (Kafka's RULE:...)."),
     _b("principal.builder.class", "class",

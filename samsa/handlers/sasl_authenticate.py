@@ -4,23 +4,24 @@ A mechanism that needs another round (SCRAM's server-first message) answers NONE
 token and waits for the next SaslAuthenticate. Success sets the connection's principal; from
 then on it is served as any connection. A
 failure is answered SASL_AUTHENTICATION_FAILED with the reason and closes the connection; a
-SaslAuthenticate out of turn is ILLEGAL_SASL_STATE and closes it too. Sessions do not expire
-(connections.max.reauth.ms 0): session lifetime 0."""
+SaslAuthenticate out of turn is ILLEGAL_SASL_STATE and closes it too. The session lasts
+connections.max.reauth.ms (0: for ever), said as the session lifetime (KIP-368): the client must
+authenticate again on the connection before then, as the same principal."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from samsa.protocol.errors import ErrorCode
-from samsa.server.context import RequestContext
+from samsa.server.context import RequestContext, authenticated
 
 API_KEY = 36
 MIN_VERSION = 0
 MAX_VERSION = 2
 
 
-def _answer(code: ErrorCode, message: str | None = None, auth: bytes = b"") -> dict[str, Any]:
-    return {"error_code": int(code), "error_message": message, "auth_bytes": auth, "session_lifetime": 0}
+def _answer(code: ErrorCode, message: str | None = None, auth: bytes = b"", lifetime_ms: int = 0) -> dict[str, Any]:
+    return {"error_code": int(code), "error_message": message, "auth_bytes": auth, "session_lifetime": lifetime_ms}
 
 
 def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -35,6 +36,11 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         conn.close_after_reply()
         return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, step.message)
     if step.principal is not None:
-        conn.principal = step.principal
-        conn.sasl = None
+        reauth_ms = int(ctx.config.get("connections.max.reauth.ms"))
+        refused = authenticated(conn, sasl, step.principal, reauth_ms, ctx.version >= 1)
+        if refused is not None:
+            sasl.log_failure(conn, refused)
+            conn.close_after_reply()
+            return _answer(ErrorCode.SASL_AUTHENTICATION_FAILED, f"Authentication failed: {refused}")
+        return _answer(ErrorCode.NONE, None, step.reply, reauth_ms)
     return _answer(ErrorCode.NONE, None, step.reply)

@@ -68,13 +68,14 @@ from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition, ReplicaManager
-from samsa.server.sasl import SaslAuthenticator
+from samsa.server.sasl import SaslAuthenticator, authenticated, begin_reauthentication
 from samsa.server.topics import Topic, validate_topic_name
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
            "ClientConnection", "ClientQuotas", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern",
            "PatternType", "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem",
-           "validate_topic_name"]
+           "validate_topic_name", "authenticated",
+           "begin_reauthentication"]
 
 # (node id, host, port, rack) of this broker on one listener, as Metadata describes a broker.
 Endpoint = tuple[int, str, int, str | None]
@@ -88,6 +89,8 @@ class ClientConnection(Protocol):
     client_id: str | None
     principal: str  # ANONYMOUS until authenticated (a TLS client certificate, SASL)
     sasl: SaslAuthenticator | None  # on a SASL listener until authenticated
+    sasl_mechanism: str | None  # the SASL mechanism it authenticated with
+    session_expiry: float  # when its SASL session ends (monotonic; 0: never)
 
     @property
     def listener(self) -> str:

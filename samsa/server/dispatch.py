@@ -50,7 +50,7 @@ from samsa.server.context import BrokerServices, RequestContext
 from samsa.server.network import Connection
 from samsa.server.quotas import client_throttles
 from samsa.server.responses import NO_RESPONSE, Pending
-from samsa.server.sasl import sasl_failed
+from samsa.server.sasl import authenticated, sasl_failed
 
 log = logging.getLogger("samsa.requests")
 Account = Callable[[Any], tuple[Any, int]]  # an answer -> (the answer with its throttle time, delay in ms)
@@ -81,6 +81,11 @@ class Dispatcher:
         if sasl is not None and sasl.raw_tokens:  # after a v0 SaslHandshake: a bare token
             return self._raw_token(conn, frame)
         api_key, version = _KEY_VERSION.unpack_from(frame, 0)
+        if conn.session_expiry and sasl is None and api_key != 17 and time.monotonic() > conn.session_expiry:
+            self._warn.warning(f"sasl-expired:{conn.server.name}", "closing connection from %s (%s): its SASL "
+                               "session expired (connections.max.reauth.ms) and it did not authenticate again",
+                               conn.peer_str, conn.principal)
+            raise FrameError("SASL session expired without re-authentication")
         if sasl is not None and api_key not in _BEFORE_AUTH:
             self._warn.warning(f"sasl-state:{conn.server.name}", "closing connection from %s: request api %d before "
                                "SASL authentication on listener %s", conn.peer_str, api_key, conn.server.name)
@@ -183,8 +188,8 @@ class Dispatcher:
             sasl_failed(conn, sasl.mechanism, step.failure)
             raise FrameError("SASL authentication failed")
         if step.principal is not None:
-            conn.principal = step.principal
-            conn.sasl = None
+            authenticated(conn, sasl, step.principal, int(self.services.config.get("connections.max.reauth.ms")),
+                          False)  # (the v0 flow: no re-authentication)
         out = Out()
         out.extend(I32.pack(len(step.reply)))
         out.extend(step.reply)

@@ -100,6 +100,8 @@ class Connection:
         # On a SASL listener until the client has authenticated (sasl.py; the dispatcher and the
         # SaslHandshake/SaslAuthenticate handlers use it); None otherwise.
         self.sasl: SaslAuthenticator | None = None
+        self.sasl_mechanism: str | None = None  # how it authenticated (re-authentication keeps it)
+        self.session_expiry = 0.0  # monotonic time its SASL session ends (0: never; KIP-368)
         self.closing_after_reply = False
         self.throttled = False  # muted by a quota until `_unthrottle` runs
         self._unthrottle: asyncio.TimerHandle | None = None

@@ -130,6 +130,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id
+        self.reauth_at = 0.0  # when to authenticate again (KIP-368; 0: never)
         self.correlation_id = 0
         self.frames = FrameSplitter()
         self.transport: asyncio.Transport | None = None
@@ -199,6 +200,12 @@ class Connection(asyncio.BufferedProtocol):
             self.waiter.set_result(None)
 
 
+def _reauth_time(lifetime_ms: int) -> float:
+    """When to re-authenticate a session of `lifetime_ms`: at 85% of it, as Kafka's clients
+    (with a long fetch wait still ahead, a later start could miss the end)."""
+    return time.monotonic() + 0.85 * lifetime_ms / 1000 if lifetime_ms > 0 else 0.0
+
+
 class LeaderFetcher:
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
         self.manager = manager
@@ -229,6 +236,8 @@ class LeaderFetcher:
             self.session.reset()  # a new connection starts a new session
             try:
                 while not self.stopped and self.parts:
+                    if conn.reauth_at and time.monotonic() >= conn.reauth_at:
+                        await self._reauthenticate(conn)
                     await self._truncate(conn)
                     if not await self._fetch(conn):
                         self.changed.clear()
@@ -263,7 +272,8 @@ class LeaderFetcher:
         login = self.manager.broker.inter_broker_sasl
         if login is not None:
             try:
-                await sasl_client.authenticate(conn.request, login, self.manager.timeout_s, self.manager.salted)
+                lifetime_ms = await sasl_client.authenticate(conn.request, login, self.manager.timeout_s,
+                                                             self.manager.salted)
             except sasl_client.SaslClientError as e:
                 _auth_log.warning(f"sasl:{self.leader_id}", "SASL %s authentication as %s to broker %d (%s:%d) "
                                   "failed: %s", login.mechanism, login.username, self.leader_id, ep[0], ep[1], e)
@@ -272,7 +282,20 @@ class LeaderFetcher:
             except (TimeoutError, OSError, EOFError, ConnectionError, asyncio.IncompleteReadError):
                 conn.close()
                 return None
+            conn.reauth_at = _reauth_time(lifetime_ms)
         return conn
+
+    async def _reauthenticate(self, conn: Connection) -> None:
+        """KIP-368: the leader limits sessions (connections.max.reauth.ms): authenticate again on
+        the connection before its session ends (a failure ends the connection)."""
+        login = self.manager.broker.inter_broker_sasl
+        assert login is not None
+        try:
+            lifetime_ms = await sasl_client.authenticate(conn.request, login, self.manager.timeout_s,
+                                                         self.manager.salted)
+        except sasl_client.SaslClientError as e:
+            raise ConnectionError(f"re-authentication to broker {self.leader_id} failed: {e}") from None
+        conn.reauth_at = _reauth_time(lifetime_ms)
 
     # -- truncation ---------------------------------------------------------------------------
 

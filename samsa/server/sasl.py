@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,14 +98,16 @@ class ListenerSasl:
 class SaslAuthenticator:
     """One connection's SASL state (see the module doc)."""
 
-    __slots__ = ("config", "mechanism", "raw_tokens", "scram", "state")
+    __slots__ = ("config", "mechanism", "raw_tokens", "reauth", "scram", "state")
 
-    def __init__(self, config: ListenerSasl) -> None:
+    def __init__(self, config: ListenerSasl, reauth: tuple[str, str] | None = None) -> None:
         self.config = config
         self.state = "handshake"  # -> "authenticate" -> gone (conn.sasl = None)
         self.mechanism: str | None = None
         self.raw_tokens = False  # after a v0 handshake: the next frame is a bare token
         self.scram: ScramExchange | None = None
+        # KIP-368: re-authenticating a connection of (principal, mechanism), which must not change
+        self.reauth = reauth
 
     def log_failure(self, conn: Any, why: str | None) -> None:
         sasl_failed(conn, self.mechanism, why)
@@ -114,6 +117,8 @@ class SaslAuthenticator:
             return ErrorCode.ILLEGAL_SASL_STATE
         if mechanism not in self.config.mechanisms:
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        if self.reauth is not None and (version == 0 or mechanism != self.reauth[1]):
+            return ErrorCode.ILLEGAL_SASL_STATE  # re-authentication keeps the mechanism (and v1)
         self.mechanism = mechanism
         self.state = "authenticate"
         self.raw_tokens = version == 0
@@ -187,3 +192,32 @@ def listener_sasl(listener: str, mechanisms: list[str], jaas: dict[str, str | No
         if not out.plain_users:
             raise SaslConfigError(f"{key}: no user_<name>=\"<password>\" option: nobody could log in")
     return out
+
+
+# -- KIP-368: session lifetime and re-authentication --------------------------------------------
+
+
+def authenticated(conn: Any, authenticator: SaslAuthenticator, principal: str, reauth_ms: int,
+                  can_reauthenticate: bool) -> str | None:
+    """The connection has authenticated as `principal`: its session starts, lasting
+    connections.max.reauth.ms (0: for ever). A client that used SaslAuthenticate v1+ may
+    re-authenticate later (KIP-368; older ones cannot, as Kafka has it). A re-authentication
+    must end with the principal it began with: otherwise the reason it is refused (and nothing
+    changes)."""
+    if authenticator.reauth is not None and principal != authenticator.reauth[0]:
+        return f"re-authentication as {principal} on a connection of {authenticator.reauth[0]}"
+    conn.principal = principal
+    conn.sasl = None
+    conn.sasl_mechanism = authenticator.mechanism if can_reauthenticate else None
+    conn.session_expiry = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else 0.0
+    return None
+
+
+def begin_reauthentication(conn: Any) -> SaslAuthenticator | None:
+    """A SaslHandshake on an authenticated SASL connection: the client re-authenticates (KIP-368)
+    with the mechanism it used; None where there is nothing to re-authenticate."""
+    listener = conn.server.sasl
+    if listener is None or conn.sasl_mechanism is None:
+        return None
+    conn.sasl = SaslAuthenticator(listener, reauth=(conn.principal, conn.sasl_mechanism))
+    return conn.sasl

@@ -39,26 +39,31 @@ class SaslLogin:
 
 
 async def authenticate(request: Request, login: SaslLogin, timeout_s: float,
-                       salted_cache: dict[tuple[str, bytes, int], bytes] | None = None) -> None:
-    """Authenticate a fresh connection (`request(api_key, version, body, timeout)` sends one
-    request on it and returns the decoded response); raises SaslClientError."""
+                       salted_cache: dict[tuple[str, bytes, int], bytes] | None = None) -> int:
+    """Authenticate a connection (`request(api_key, version, body, timeout)` sends one request
+    on it and returns the decoded response), fresh or to re-authenticate it (KIP-368); returns
+    the session lifetime the server gave, in ms (0: no limit). Raises SaslClientError."""
     hs = await request(17, 1, {"mechanism": login.mechanism}, timeout_s)
     if hs.error_code != ErrorCode.NONE:
         raise SaslClientError(f"{ErrorCode(hs.error_code).name}: the other broker offers "
                               f"{', '.join(hs.mechanisms) or 'no mechanism'}, not {login.mechanism}")
 
+    lifetime = [0]
+
     async def round_trip(token: bytes) -> bytes:
         r = await request(36, 2, {"auth_bytes": token}, timeout_s)
         if r.error_code != ErrorCode.NONE:
             raise SaslClientError(f"{ErrorCode(r.error_code).name}: {r.error_message or ''}".rstrip(": "))
+        lifetime[0] = int(r.session_lifetime)
         return bytes(r.auth_bytes)
 
     if login.mechanism == "PLAIN":
         await round_trip(b"\0" + login.username.encode() + b"\0" + login.password.encode())
-        return
+        return lifetime[0]
     if login.mechanism not in SCRAM_HASHES:
         raise SaslClientError(f"mechanism {login.mechanism} is not supported between brokers")
     client = ScramClient(login.mechanism, login.username, login.password, salted_cache=salted_cache)
     server_first = await round_trip(client.first())
     final = await asyncio.get_running_loop().run_in_executor(None, client.final, server_first)
     client.verify(await round_trip(final))
+    return lifetime[0]

@@ -136,13 +136,15 @@ def test_the_state_machine_over_a_raw_connection(tmp_path: Path) -> None:
             resp = c.request(36, 2, {"auth_bytes": b"\0alice\0alice-secret"})
             assert resp.error_code == 0 and resp.session_lifetime == 0
             assert c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
-            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.ILLEGAL_SASL_STATE
         with RawClient(b.bootstrap) as c:  # v0: the token as a bare frame, answered by one
             assert c.request(17, 0, {"mechanism": "PLAIN"}).error_code == 0
             token = b"\0admin\0admin-secret"
             c.send_bytes(struct.pack(">i", len(token)) + token)
             assert c.read_frame() == b""
             assert c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False}).brokers
+            # A client of the v0 flow cannot re-authenticate (KIP-368 needs SaslAuthenticate v1+)
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == ErrorCode.ILLEGAL_SASL_STATE
+            assert c.is_closed_by_peer()
         assert "Traceback" not in b.log_text()
     finally:
         b.close()
@@ -182,3 +184,62 @@ def test_sasl_misconfigurations_are_refused_at_start_up(tmp_path: Path, props: d
     line = _start_fails(tmp_path, {"listeners": f"SASL_PLAINTEXT://127.0.0.1:{port},PLAINTEXT://127.0.0.1:"
                                                 f"{free_port()}", "inter.broker.listener.name": "PLAINTEXT", **props})
     assert says in line, line
+
+
+def _metadata(c: RawClient) -> Any:
+    return c.request(3, 12, {"topics": None, "allow_auto_topic_creation": False})
+
+
+def _login(c: RawClient, user: str, password: str) -> Any:
+    assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+    return c.request(36, 2, {"auth_bytes": f"\0{user}\0{password}".encode()})
+
+
+def test_sessions_last_connections_max_reauth_ms_and_clients_re_authenticate(tmp_path: Path) -> None:
+    """KIP-368: the session lifetime is said in SaslAuthenticate; the client re-authenticates on
+    its connection (same principal, same mechanism) before it ends; a connection that does not
+    is closed at its first request after it; another principal is refused."""
+    b = sasl_broker(tmp_path, **{"connections.max.reauth.ms": "1500"}).start()
+    try:
+        # librdkafka re-authenticates by itself: a producer outliving several sessions loses nothing.
+        conf = rd(b)
+        p = Producer({**conf, "linger.ms": 5})
+        errors: list[Any] = []
+        deadline = time.monotonic() + 5
+        n = 0
+        while time.monotonic() < deadline:
+            p.produce("reauth", b"v%d" % n, partition=0, on_delivery=lambda e, m: errors.append(e) if e else None)
+            n += 1
+            p.poll(0.05)
+        assert p.flush(20) == 0 and errors == []
+        assert consume(conf, "reauth", n)[-1] == b"v%d" % (n - 1)
+        assert "its SASL session expired" not in b.log_text()  # (it did not just reconnect)
+        with RawClient(b.bootstrap) as c:
+            t0 = time.monotonic()
+            assert _login(c, "alice", "alice-secret").session_lifetime == 1500
+            while time.monotonic() - t0 < 0.8:  # (a session is a span of time: requests at a pace)
+                assert _metadata(c).brokers
+                time.sleep(0.1)
+            again = _login(c, "alice", "alice-secret")  # re-authentication, before the end
+            assert again.error_code == 0 and again.session_lifetime == 1500
+            t1 = time.monotonic()
+            while time.monotonic() - t0 < 1.9:  # past the first session's end: still served
+                assert _metadata(c).brokers
+                time.sleep(0.1)
+            closed_at = None
+            while closed_at is None and time.monotonic() - t1 < 10:
+                try:
+                    _metadata(c)
+                except (ConnectionError, OSError, EOFError):
+                    closed_at = time.monotonic()
+                    break
+                time.sleep(0.05)
+            assert closed_at is not None and closed_at - t1 >= 1.5, "closed before its session ended"
+        assert "its SASL session expired" in b.log_text()
+        with RawClient(b.bootstrap) as c:  # another principal: refused, the connection closes
+            assert _login(c, "alice", "alice-secret").error_code == 0
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+            bad = c.request(36, 2, {"auth_bytes": b"\0admin\0admin-secret"})
+            assert bad.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and c.is_closed_by_peer()
+    finally:
+        b.close()

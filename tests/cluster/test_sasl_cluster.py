@@ -55,8 +55,9 @@ def test_a_sasl_ssl_cluster_with_acls_replicates_and_fails_over(cluster, tmp_pat
     pki = make_pki(tmp_path / "pki")
     c: Cluster = cluster(3, start=False)
     # (User:ANONYMOUS: the test's own admin calls on the PLAINTEXT listener)
+    # (sessions of 2 s: followers and clients re-authenticate on their connections, KIP-368)
     ports = _secure(c, pki, **{"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-                                "super.users": "User:broker;User:ANONYMOUS"})
+                                "super.users": "User:broker;User:ANONYMOUS", "connections.max.reauth.ms": "2000"})
     c.start_all()
     secure = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN", "sasl.username": "alice",
               "sasl.password": "alice-secret", "ssl.ca.location": pki.ca}
@@ -100,6 +101,7 @@ def test_a_sasl_ssl_cluster_with_acls_replicates_and_fails_over(cluster, tmp_pat
     assert got == values + more
     for i in range(3):
         assert "authentication failed" not in c.broker(i).log_text()
+        assert "its SASL session expired" not in c.broker(i).log_text()
 
 
 def test_a_follower_with_a_wrong_inter_broker_password_says_so_and_does_not_replicate(  # type: ignore[no-untyped-def]
