@@ -1,7 +1,7 @@
-"""SASL/SCRAM-SHA-256 and SCRAM-SHA-512 with real clients: librdkafka (confluent-kafka),
+"""SASL/PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 with real clients: librdkafka (confluent-kafka),
 kafka-python, aiokafka, kafkajs and kcat each log in with each mechanism on a SASL_PLAINTEXT and
 a SASL_SSL listener (a certificate made by the test), produce and read back, and are refused
-with a wrong password and as an unknown user.
+with a wrong password and as an unknown user. (PLAIN's users are the listeners' JAAS entries.)
 
 One broker for the module (embedded store): a PLAINTEXT listener for administration beside
 the two SASL ones; alice is made through AlterUserScramCredentials by confluent-kafka's admin
@@ -40,12 +40,17 @@ from tests.compat.test_kafkajs import run_kafkajs
 from tests.pki import make_pki
 
 N = 20
+ALL_MECHANISMS = [*MECHANISMS, "PLAIN"]
 
 
 @pytest.fixture(scope="module")
 def scram(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScramBroker]:
     pki = make_pki(tmp_path_factory.mktemp("pki"))
     b, ports = scram_broker_process(tmp_path_factory.mktemp("scram"), pki)
+    plain = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+    with open(b.config_path, "a") as f:  # (a later line wins in a properties file)
+        f.write(f"sasl.enabled.mechanisms={','.join(ALL_MECHANISMS)}\n"
+                + "".join(f"listener.name.{p.lower()}.plain.sasl.jaas.config={plain}\n" for p in PROTOCOLS))
     b.start()
     try:
         upsert(b.bootstrap, "alice", "alice-secret", {"SCRAM-SHA-256": 8192, "SCRAM-SHA-512": 4096})
@@ -219,10 +224,15 @@ def kafkajs_refused(s: ScramBroker, protocol: str, mechanism: str, user: str, pa
 CLIENTS = ["confluent", "kafka-python", "aiokafka", "kafkajs", "kcat"]
 
 
+def refusal(mechanism: str) -> str:
+    """What the broker answers a failed login with (Kafka's words for SCRAM)."""
+    return "Invalid username or password" if mechanism == "PLAIN" else KAFKA_MESSAGE.format(mechanism)
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize("mechanism", MECHANISMS)
+@pytest.mark.parametrize("mechanism", ALL_MECHANISMS)
 @pytest.mark.parametrize("client", CLIENTS)
-def test_clients_log_in_with_scram_and_are_refused_otherwise(scram: ScramBroker, request: pytest.FixtureRequest,
+def test_clients_log_in_with_sasl_and_are_refused_otherwise(scram: ScramBroker, request: pytest.FixtureRequest,
                                                              client: str, mechanism: str, protocol: str) -> None:
     topic = f"{client}-{mechanism}-{protocol}".lower()
     if client == "kafkajs":
@@ -231,7 +241,7 @@ def test_clients_log_in_with_scram_and_are_refused_otherwise(scram: ScramBroker,
         assert len(got) == N
         for user, password in (("alice", "wrong-secret"), ("mallory", "alice-secret")):
             why = kafkajs_refused(scram, protocol, mechanism, user, password, runner)
-            assert "SASL" in why and KAFKA_MESSAGE.format(mechanism) in why, why
+            assert "SASL" in why and refusal(mechanism) in why, why
         return
     roundtrip, refused = {
         "confluent": (confluent_roundtrip, confluent_refused),
@@ -244,4 +254,4 @@ def test_clients_log_in_with_scram_and_are_refused_otherwise(scram: ScramBroker,
         why = refused(scram, protocol, mechanism, user, password)
         assert why, f"{client} was not refused as {user}"
         if client in ("confluent", "kcat"):  # (the others show their own exception text)
-            assert KAFKA_MESSAGE.format(mechanism) in why, why
+            assert refusal(mechanism) in why, why
