@@ -50,10 +50,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# --tls: the pumps produce through an SSL listener (Python's client writes 16 KiB TLS records)
+_TLS: dict[str, Any] = {}
+
+
 def _start_broker(tree: str, workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     props = workdir / "broker.properties"
-    props.write_text(f"broker.id=0\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={workdir}/data\n"
+    listeners = f"PLAINTEXT://127.0.0.1:{port}"
+    if _TLS:
+        _TLS["port"] = _free_port()
+        listeners += f",SSL://127.0.0.1:{_TLS['port']}"
+    props.write_text(f"broker.id=0\nlisteners={listeners}\nlog.dirs={workdir}/data\n"
+                     + (f"ssl.keystore.type=PEM\nssl.keystore.location={_TLS['keystore']}\n" if _TLS else "")
+                     +
                      "log.retention.bytes=268435456\nlog.segment.bytes=67108864\n"
                      "log.retention.check.interval.ms=2000\nauto.create.topics.enable=false\n")
     env = dict(os.environ, PYTHONPATH=tree)
@@ -141,8 +151,10 @@ def _pump(port: int, frame: bytes, inflight: int, stop: threading.Event, counts:
 
 
 def _pump_requests(port: int, frame: bytes, inflight: int, stop: threading.Event, counts: list[Any]) -> None:
-    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s = socket.create_connection(("127.0.0.1", _TLS["port"] if _TLS else port), timeout=60)
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if _TLS:
+        s = _TLS["context"].wrap_socket(s, server_hostname="127.0.0.1")
     try:
         for _ in range(inflight):
             s.sendall(frame)
@@ -200,7 +212,17 @@ def main() -> None:
     ap.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
     ap.add_argument("--connections", type=int, default=2)
     ap.add_argument("--inflight", type=int, default=4, help="requests in flight per connection")
+    ap.add_argument("--tls", action="store_true",
+                    help="produce through an SSL listener (certificates made with openssl)")
     args = ap.parse_args()
+    if args.tls:
+        import ssl
+
+        sys.path.insert(0, str(ROOT))
+        from tests.pki import make_pki
+
+        pki = make_pki(Path(tempfile.mkdtemp(prefix="bench-pki-")))
+        _TLS.update(keystore=pki.keystore("server"), context=ssl.create_default_context(cafile=str(pki.ca)))
     trees = dict(t.split("=", 1) for t in args.tree) if args.tree else {"now": str(ROOT)}
     codec = ["none", "gzip", "snappy", "lz4", "zstd"].index(args.compression)
     cases = [(int(s), int(b)) for s in args.sizes.split(",") for b in args.batch_bytes.split(",")]
