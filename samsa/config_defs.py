@@ -189,6 +189,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
        "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),
+    _b("sasl.server.max.receive.size", "int", 524288,
+       "Largest request a client may send on a SASL listener before it has authenticated (a larger one "
+       "closes the connection).", at_least(1)),
     _b("connections.max.reauth.ms", "long", 0,
        "Longest SASL session before the client must authenticate again on its connection (KIP-368; 0: no "
        "limit); a connection that has not is closed at its next request.", at_least(0)),

@@ -602,6 +602,7 @@ class Broker:
                                               self.scram)
                 except sasl.SaslConfigError as e:
                     raise ConfigError(str(e)) from None
+                auth.max_receive = int(cfg.get("sasl.server.max.receive.size"))
             context = tls.server_context(cfg, name) if protocol in ("SSL", "SASL_SSL") else None
             try:
                 rules = tls.parse_mapping_rules(str(cfg.for_listener(name, "ssl.principal.mapping.rules")))

@@ -649,6 +649,10 @@ class Listener:
             conn = self.connection_class(self, csock, peer)
             if self.sasl is not None:
                 conn.sasl = SaslAuthenticator(self.sasl)
+                # Until it has authenticated, a client sends small frames only (Kafka's bound):
+                # no one can make the broker hold 100 MB without credentials.
+                conn.frames.max_size = min(conn.frames.max_size, self.sasl.max_receive)
+                conn.frames.max_size_name = "sasl.server.max.receive.size"
             self.connections.add(conn)
             quotas.added(conn)
             conn.start()

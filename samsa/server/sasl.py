@@ -93,6 +93,7 @@ class ListenerSasl:
     mechanisms: list[str]
     plain_users: dict[str, str] = field(default_factory=dict)
     scram: ScramCredentials | None = None
+    max_receive: int = 524288  # sasl.server.max.receive.size: the largest frame before authentication
 
 
 class SaslAuthenticator:
@@ -209,6 +210,7 @@ def authenticated(conn: Any, authenticator: SaslAuthenticator, principal: str, r
     conn.principal = principal
     conn.sasl = None
     conn.sasl_mechanism = authenticator.mechanism if can_reauthenticate else None
+    conn.frames.max_size, conn.frames.max_size_name = conn.server.max_request_size, "socket.request.max.bytes"
     conn.session_expiry = time.monotonic() + reauth_ms / 1000 if reauth_ms > 0 else 0.0
     return None
 

@@ -243,3 +243,22 @@ def test_sessions_last_connections_max_reauth_ms_and_clients_re_authenticate(tmp
             assert bad.error_code == ErrorCode.SASL_AUTHENTICATION_FAILED and c.is_closed_by_peer()
     finally:
         b.close()
+
+
+def test_before_authentication_only_small_frames_are_read(tmp_path: Path) -> None:
+    """sasl.server.max.receive.size bounds what an unauthenticated client may send (a 1 MB
+    "token" closes its connection at its length prefix); once authenticated, the usual
+    socket.request.max.bytes applies again."""
+    b = sasl_broker(tmp_path, **{"sasl.server.max.receive.size": "65536"}).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            assert c.request(17, 1, {"mechanism": "PLAIN"}).error_code == 0
+            c.send_bytes(struct.pack(">i", 1_000_000) + b"\0" * 1000)  # a huge SaslAuthenticate, promised
+            assert c.is_closed_by_peer()
+        assert "sasl.server.max.receive.size" in b.log_text()
+        with RawClient(b.bootstrap) as c:
+            assert _login(c, "alice", "alice-secret").error_code == 0
+            big = c.request(3, 12, {"topics": [{"name": "t" * 200}] * 400, "allow_auto_topic_creation": False})
+            assert len(big.topics) == 400  # a ~90 kB request, over the pre-authentication bound
+    finally:
+        b.close()
