@@ -189,6 +189,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI",
        "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, "
        "SCRAM-SHA-256, SCRAM-SHA-512), as the username/password of that listener's JAAS config for it."),
+    _b("connection.failed.authentication.delay.ms", "int", 100,
+       "A failed SASL login is answered this much later (slowing password guessing); 0: at once.", at_least(0)),
     _b("sasl.server.max.receive.size", "int", 524288,
        "Largest request a client may send on a SASL listener before it has authenticated (a larger one "
        "closes the connection).", at_least(1)),
