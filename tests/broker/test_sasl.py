@@ -237,7 +237,8 @@ def test_sessions_last_connections_max_reauth_ms_and_clients_re_authenticate(tmp
                     closed_at = time.monotonic()
                     break
                 time.sleep(0.05)
-            assert closed_at is not None and closed_at - t1 >= 1.5, "closed before its session ended"
+            # (t1 is read after the answer: the broker's clock started the session a little before)
+            assert closed_at is not None and closed_at - t1 >= 1.4, "closed before its session ended"
         assert "its SASL session expired" in b.log_text()
         with RawClient(b.bootstrap) as c:  # another principal: refused, the connection closes
             assert _login(c, "alice", "alice-secret").error_code == 0
