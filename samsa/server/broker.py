@@ -57,6 +57,7 @@ from samsa.server.isr_manager import IsrManager
 from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
+from samsa.server.txn_manager import TransactionManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
@@ -93,6 +94,7 @@ class Broker:
         self.dispatcher: Dispatcher = None  # type: ignore[assignment]  # set by open_storage()
         self.admin = AdminManager(self)
         self.groups = GroupManager(self)
+        self.transactions = TransactionManager(self)
         self.cluster: ClusterView = None  # type: ignore[assignment]  # set by open_storage()
         self.entity_configs: EntityConfigs = None  # type: ignore[assignment]  # set by open_storage()
         self.scram = ScramCredentials()  # SCRAM users, from entity_configs (SASL listeners read it)
@@ -212,7 +214,8 @@ class Broker:
             fetch_sessions=self.fetch_sessions, entity_configs=self.entity_configs, quotas=self.client_quotas,
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
-            persist_log_start_offsets=self.persist_log_start_offsets, authorizer=self.authorizer)
+            persist_log_start_offsets=self.persist_log_start_offsets, transactions=self.transactions,
+            authorizer=self.authorizer)
 
     def persist_log_start_offsets(self) -> asyncio.Future[None]:
         """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""

@@ -70,6 +70,7 @@ from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl import SaslAuthenticator, authenticated, begin_reauthentication
 from samsa.server.topics import Topic, validate_topic_name
+from samsa.server.txn_manager import TransactionManager
 
 __all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
            "ClientConnection", "ClientQuotas", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern",
@@ -126,6 +127,7 @@ class BrokerServices:
     auto_create_topic: Callable[[str], Awaitable[Topic]]  # with the broker's defaults (Metadata's auto-creation)
     # writes every log dir's checkpoints (log start offsets) as they are now, in a worker thread
     persist_log_start_offsets: Callable[[], asyncio.Future[None]]
+    transactions: TransactionManager
     authorizer: Authorizer | None = None  # authorizer.class.name set: the ACL authorizer
 
     @property
@@ -242,6 +244,10 @@ class RequestContext:
     @property
     def controller(self) -> Controller:
         return self.services.controller
+
+    @property
+    def transactions(self) -> TransactionManager:
+        return self.services.transactions
 
     @property
     def producer_ids(self) -> ProducerIdManager:

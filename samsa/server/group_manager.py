@@ -352,6 +352,13 @@ class GroupManager:
             log.error("group coordinator tick failed on partition %d", index, exc_info=error)
             self._schedule(index)
 
+    # -- transactions ---------------------------------------------------------------------------
+
+    def on_txn_marker(self, index: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        """A transaction marker of `producer_id` was appended to `__consumer_offsets-<index>`
+        (this broker leads it): its pending transactional offset commits become committed
+        (`commit`) or are dropped. (Stub until TxnOffsetCommit lands.)"""
+
     # -- compaction ----------------------------------------------------------------------------
 
     def maybe_compact(self) -> int:
