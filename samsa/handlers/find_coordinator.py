@@ -1,9 +1,10 @@
-"""FindCoordinator (10): which broker coordinates a consumer group.
+"""FindCoordinator (10): which broker coordinates a consumer group or a transactional id.
 
-The coordinator of group G is the leader of `__consumer_offsets` partition
-abs(hash(G)) % offsets.topic.num.partitions. Transaction coordinators are not served yet:
-key type 1 gets COORDINATOR_NOT_AVAILABLE. DESCRIBE on the group (or transactional id) is
-needed, as in Kafka (GROUP_AUTHORIZATION_FAILED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
+The coordinator of group G (key type 0) is the leader of `__consumer_offsets` partition
+abs(hash(G)) % offsets.topic.num.partitions; of transactional id T (key type 1), the leader of
+`__transaction_state` partition abs(hash(T)) % transaction.state.log.num.partitions. DESCRIBE
+on the group (or transactional id) is needed, as in Kafka (GROUP_AUTHORIZATION_FAILED,
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED). Other key types are INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -27,11 +28,16 @@ async def _lookup(ctx: RequestContext, key: str, key_type: int) -> dict[str, Any
                        (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
         if not ctx.authorize(Op.DESCRIBE, rtype, key):
             return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(code), "error_message": None}
-    if key_type != GROUP:
-        return {"key": key, "node_id": -1, "host": "", "port": -1,
-                "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "error_message": "transactions are not supported by this broker"}
-    node = await ctx.groups.coordinator_for(key, ctx.listener)
+    if key_type not in (GROUP, TRANSACTION):
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": f"unknown coordinator key type {key_type}"}
+    if key_type == TRANSACTION and not key:
+        return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": int(ErrorCode.INVALID_REQUEST),
+                "error_message": "empty transactional id"}
+    if key_type == GROUP:
+        node = await ctx.groups.coordinator_for(key, ctx.listener)
+    else:
+        node = await ctx.transactions.coordinator_for(key, ctx.listener)
     if node is None:
         return {"key": key, "node_id": -1, "host": "", "port": -1,
                 "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE), "error_message": None}

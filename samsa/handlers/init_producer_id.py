@@ -1,10 +1,20 @@
-"""InitProducerId (22): hands idempotent producers a producer id and epoch.
+"""InitProducerId (22): hands producers a producer id and epoch.
 
-Ids come from a block reserved in the metadata store (`/latest_producer_id_block`, as Kafka
-keeps it), so they never repeat across restarts. Transactional ids are a later issue.
+Idempotent producers (no transactional id) get a fresh id from a block reserved in the
+metadata store (`/latest_producer_id_block`, as Kafka keeps it), so ids never repeat across
+restarts; one that names its id and epoch (KIP-360, after a fatal sequence error) gets the
+next epoch.
 
-Authorization (as Kafka's): IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (an ALLOW
-that no DENY covers), else CLUSTER_AUTHORIZATION_FAILED.
+A transactional producer is answered by the transaction coordinator of its id
+(`server/txn_manager.py`): the first call creates the id; each later call bumps the epoch,
+fencing the previous producer, whose open transaction is aborted first (the new producer is
+told CONCURRENT_TRANSACTIONS and retries). `transaction_timeout` above
+`transaction.max.timeout.ms` is INVALID_TRANSACTION_TIMEOUT. PRODUCER_FENCED is answered from
+v4 on; older versions get INVALID_PRODUCER_EPOCH, as in Kafka (KIP-588).
+
+Authorization (as Kafka's): a transactional id needs WRITE on it
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED); otherwise IDEMPOTENT_WRITE on the cluster, or WRITE on
+some topic (an ALLOW that no DENY covers), else CLUSTER_AUTHORIZATION_FAILED.
 """
 
 from __future__ import annotations
@@ -19,19 +29,28 @@ MIN_VERSION = 0
 MAX_VERSION = 5
 
 
+def _answer(code: ErrorCode, producer_id: int = -1, epoch: int = -1) -> dict[str, Any]:
+    return {"throttle_time": 0, "error_code": int(code), "producer_id": producer_id, "producer_epoch": epoch}
+
+
 async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if req.transactional_id:
-        return {"throttle_time": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                "producer_id": -1, "producer_epoch": -1}
+    tid = req.transactional_id
+    if tid is not None:
+        if not ctx.authorize(Op.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        pid = getattr(req, "producer_id", -1)
+        expected = (pid, getattr(req, "producer_epoch", -1)) if pid >= 0 else None
+        code, pid, epoch = await ctx.transactions.init_producer_id(tid, req.transaction_timeout, expected)
+        if code == ErrorCode.PRODUCER_FENCED and ctx.version < 4:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return _answer(code, pid, epoch)
     if not ctx.authorize_cluster(Op.IDEMPOTENT_WRITE, log_denied=False) and \
             not ctx.authorize_any(Op.WRITE, ResourceType.TOPIC):
-        return {"throttle_time": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                "producer_id": -1, "producer_epoch": -1}
-    if req.producer_id >= 0:
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    if getattr(req, "producer_id", -1) >= 0:
         # A producer bumping its epoch after a fatal sequence error keeps its id.
         epoch = req.producer_epoch + 1
         if epoch >= 32767:
-            return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(),
-                    "producer_epoch": 0}
-        return {"throttle_time": 0, "error_code": 0, "producer_id": req.producer_id, "producer_epoch": epoch}
-    return {"throttle_time": 0, "error_code": 0, "producer_id": await ctx.producer_ids.next(), "producer_epoch": 0}
+            return _answer(ErrorCode.NONE, await ctx.producer_ids.next(), 0)
+        return _answer(ErrorCode.NONE, req.producer_id, epoch)
+    return _answer(ErrorCode.NONE, await ctx.producer_ids.next(), 0)

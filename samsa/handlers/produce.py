@@ -12,14 +12,26 @@ purgatory, watched under its partitions and checked whenever their high watermar
 Authorization (as Kafka's): WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its
 partitions (before anything else is checked: an unauthorized client learns nothing of the
 topic); a transactional producer also needs WRITE on its transactional id.
+
+Transactions (KIP-890 part 1): before the first transactional batch of a producer (at its
+epoch) goes into a partition, the leader asks the transaction coordinator whether the
+partition is in the producer's transaction (`ctx.transactions.verify`); a late or stray
+write of an ended transaction is refused, not left open forever. With Produce v12
+(transaction version 2) the coordinator adds the partition instead (the client sends no
+AddPartitionsToTxn). The coordinator's answers become Kafka's produce errors: not in the
+transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11); fenced,
+INVALID_PRODUCER_EPOCH; coordinator unavailable or busy, NOT_ENOUGH_REPLICAS (retriable for
+every client, and no metadata refresh).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 from samsa.controller.decisions import WAIT, acks_all_satisfied
+from samsa.protocol.batch import HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.server.context import Op, Partition, RequestContext, ResourceType, validate_topic_name
 from samsa.server.purgatory import DelayedResponse
@@ -32,6 +44,66 @@ MAX_VERSION = 12
 
 
 def handle(ctx: RequestContext, req: Any) -> Any:
+    if req.transactional_id is not None:
+        checks = _unverified(ctx, req)
+        if checks:
+            return _verify_then_append(ctx, req, checks)
+    return _append_all(ctx, req, None)
+
+
+def _unverified(ctx: RequestContext, req: Any) -> list[tuple[str, int, int, int]]:
+    """(topic, partition, producer id, epoch) of the transactional batches that start their
+    producer's transaction in a partition led here (the coordinator is asked first)."""
+    if ctx.version < 12 and not ctx.config.get("transaction.partition.verification.enable"):
+        return []
+    out = []
+    for t in req.topic_data:
+        for pd in t.partition_data:
+            records = pd.records
+            if not records or len(records) < HEADER_SIZE:
+                continue
+            try:
+                h = parse_header(records)
+            except Exception:  # (malformed: validation answers it)
+                continue
+            if not h.is_transactional or h.is_control or h.producer_id < 0:
+                continue
+            partition = ctx.replicas.get(t.name, pd.index)
+            if partition is None or not partition.is_leader:
+                continue
+            ongoing = partition.producers.ongoing_txn(h.producer_id)
+            if ongoing is None or ongoing[0] != h.producer_epoch:
+                out.append((t.name, pd.index, h.producer_id, h.producer_epoch))
+    return out
+
+
+async def _verify_then_append(ctx: RequestContext, req: Any, checks: list[tuple[str, int, int, int]]) -> Any:
+    add = ctx.version >= 12
+    codes = await asyncio.gather(*(ctx.transactions.verify(req.transactional_id, pid, epoch, topic, index, add=add)
+                                   for topic, index, pid, epoch in checks))
+    refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
+    for (topic, index, _, _), code in zip(checks, codes, strict=True):
+        if code == ErrorCode.NONE:
+            continue
+        refused[(topic, index)] = _verification_error(code, ctx.version)
+    return _append_all(ctx, req, refused)
+
+
+def _verification_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
+    if code in (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.NETWORK_EXCEPTION, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR):
+        return ErrorCode.NOT_ENOUGH_REPLICAS, ("Unable to verify the partition has been added to the transaction. "
+                                               f"Underlying error: {code.name}")
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH, "the producer has been fenced by a newer epoch"
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < 11:
+        code = ErrorCode.INVALID_TXN_STATE
+    if code in (ErrorCode.INVALID_TXN_STATE, ErrorCode.TRANSACTION_ABORTABLE):
+        return code, "Partition was not added to the transaction"
+    return code, f"the transaction coordinator answered {code.name}"
+
+
+def _append_all(ctx: RequestContext, req: Any, refused: dict[tuple[str, int], tuple[ErrorCode, str]] | None) -> Any:
     acks = req.acks
     responses = []
     pending: list[tuple[Partition, int, dict[str, Any], int]] = []
@@ -50,6 +122,9 @@ def handle(ctx: RequestContext, req: Any) -> Any:
         for pd in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
+                continue
+            if refused and (t.name, pd.index) in refused:
+                parts.append(_error(pd.index, *refused[(t.name, pd.index)]))
                 continue
             entry = append_partition(ctx, t.name, pd.index, pd.records, acks)
             parts.append(entry)

@@ -57,7 +57,6 @@ from samsa.server.isr_manager import IsrManager
 from samsa.server.loop_monitor import LoopMonitor
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
-from samsa.server.txn_manager import TransactionManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
@@ -66,6 +65,7 @@ from samsa.server.sasl_client import CLIENT_MECHANISMS, SaslLogin
 from samsa.server.scram import ScramCredentials
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
+from samsa.server.txn_manager import TXN_TOPIC, TransactionManager
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import is_log_dir_failure
@@ -328,8 +328,7 @@ class Broker:
             part = self.replicas.remove(name, index)
             if part is not None:
                 self.fetchers.unfollow(part)
-                if name == OFFSETS_TOPIC:
-                    self.groups.on_role(part)  # fenced: its groups are unloaded
+                self.on_coordinator_role(part)  # fenced: its groups or transactions are unloaded
             logs.delete_log(name, index)
             log.info("Replica %s-%d moved off this broker; log deleted", name, index)
         if new:
@@ -379,6 +378,8 @@ class Broker:
                 self.on_partition_state(name, index, state)
         if name == OFFSETS_TOPIC:
             self.groups.num_partitions = len(topic.partitions)
+        elif name == TXN_TOPIC:
+            self.transactions.num_partitions = len(topic.partitions)
 
     def on_topic_config(self, name: str, configs: dict[str, str]) -> None:
         topic = self.topics.get(name)
@@ -421,8 +422,7 @@ class Broker:
             self.replicas.offline[tp] = d
             if part is not None:
                 self.fetchers.unfollow(part)
-                if tp[0] == OFFSETS_TOPIC:
-                    self.groups.on_role(part)
+                self.on_coordinator_role(part)
         names = [f"{t}-{p}" for t, p in sorted(self.replicas.offline)]
         log.error("Log dir %s failed: %s. It is offline until this broker restarts; its %d partitions here answer "
                   "KAFKA_STORAGE_ERROR: %s%s", d, why, len(gone), ", ".join(names[:10]),
@@ -476,8 +476,16 @@ class Broker:
             if state.leader >= 0:
                 self.role_log.note("followings", "Following broker %d for %s (leader epoch %d)", state.leader, part,
                                    state.leader_epoch)
-        if topic == OFFSETS_TOPIC and role is not None:
+        if role is not None:
+            self.on_coordinator_role(part)
+
+    def on_coordinator_role(self, part: Partition) -> None:
+        """A partition's role changed: if it is one of the coordinators' internal topics, its
+        groups or transactions are loaded here or dropped."""
+        if part.topic == OFFSETS_TOPIC:
             self.groups.on_role(part)
+        elif part.topic == TXN_TOPIC:
+            self.transactions.on_role(part)
 
     def _on_state_read(self, topic: str, index: int, state: zkdata.PartitionState) -> None:
         self.cluster.apply_state((topic, index), state)
@@ -709,6 +717,7 @@ class Broker:
         self._every(1000, self.isr.flush_log, "ISR change summary")
         self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact,
                     "__consumer_offsets compaction")
+        self.transactions.start_timers(self.loop)
 
     async def run(self) -> int:
         self.loop = asyncio.get_running_loop()
@@ -731,6 +740,7 @@ class Broker:
         if self.authorizer is not None:
             await self._retrying("loading the ACLs", self.authorizer.start)
         await self.groups.startup()
+        await self.transactions.startup()
         for lst in self.listeners:
             lst.serve()
         self.start_timers()
@@ -807,6 +817,7 @@ class Broker:
         for lst in self.listeners:
             lst.close()
         self.groups.shutdown()
+        self.transactions.shutdown()
         if self._background:  # a checkpoint being written: the final ones must come after it
             await asyncio.wait(list(self._background))
         if self.purgatory is not None:

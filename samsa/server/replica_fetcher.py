@@ -206,6 +206,38 @@ def _reauth_time(lifetime_ms: int) -> float:
     return time.monotonic() + 0.85 * lifetime_ms / 1000 if lifetime_ms > 0 else 0.0
 
 
+async def connect_broker(broker: FetcherHost, node_id: int, ep: tuple[str, int] | None, client_id: str,
+                         timeout_s: float, salted: dict[tuple[str, bytes, int], bytes]) -> Connection | None:
+    """A connection to broker `node_id` at `ep` on the inter-broker listener, with its TLS and
+    SASL login (the replica fetchers, the transaction coordinator's markers); None if it cannot
+    be made now (said in the log when TLS or SASL refused it)."""
+    if ep is None:
+        return None
+    conn = Connection(client_id)
+    tls = broker.inter_broker_ssl
+    try:
+        await asyncio.wait_for(asyncio.get_running_loop().create_connection(
+            lambda: conn, *ep, ssl=tls, server_hostname=ep[0] if tls is not None else None), 5)
+    except (TimeoutError, OSError) as e:  # (ssl.SSLError is an OSError)
+        if isinstance(e, ssl.SSLError):
+            log.warning("TLS to broker %d (%s:%d) failed: %s", node_id, ep[0], ep[1], e)
+        return None
+    login = broker.inter_broker_sasl
+    if login is not None:
+        try:
+            lifetime_ms = await sasl_client.authenticate(conn.request, login, timeout_s, salted)
+        except sasl_client.SaslClientError as e:
+            _auth_log.warning(f"sasl:{node_id}", "SASL %s authentication as %s to broker %d (%s:%d) "
+                              "failed: %s", login.mechanism, login.username, node_id, ep[0], ep[1], e)
+            conn.close()
+            return None
+        except (TimeoutError, OSError, EOFError, ConnectionError, asyncio.IncompleteReadError):
+            conn.close()
+            return None
+        conn.reauth_at = _reauth_time(lifetime_ms)
+    return conn
+
+
 class LeaderFetcher:
     def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
         self.manager = manager
@@ -257,33 +289,10 @@ class LeaderFetcher:
                 conn.close()
 
     async def _connect(self) -> Connection | None:
-        ep = self.manager.endpoint(self.leader_id)
-        if ep is None:
-            return None
-        conn = Connection(f"samsa-replica-fetcher-{self.manager.broker.node_id}")
-        tls = self.manager.broker.inter_broker_ssl
-        try:
-            await asyncio.wait_for(asyncio.get_running_loop().create_connection(
-                lambda: conn, *ep, ssl=tls, server_hostname=ep[0] if tls is not None else None), 5)
-        except (TimeoutError, OSError) as e:  # (ssl.SSLError is an OSError)
-            if isinstance(e, ssl.SSLError):
-                log.warning("TLS to broker %d (%s:%d) failed: %s", self.leader_id, ep[0], ep[1], e)
-            return None
-        login = self.manager.broker.inter_broker_sasl
-        if login is not None:
-            try:
-                lifetime_ms = await sasl_client.authenticate(conn.request, login, self.manager.timeout_s,
-                                                             self.manager.salted)
-            except sasl_client.SaslClientError as e:
-                _auth_log.warning(f"sasl:{self.leader_id}", "SASL %s authentication as %s to broker %d (%s:%d) "
-                                  "failed: %s", login.mechanism, login.username, self.leader_id, ep[0], ep[1], e)
-                conn.close()
-                return None
-            except (TimeoutError, OSError, EOFError, ConnectionError, asyncio.IncompleteReadError):
-                conn.close()
-                return None
-            conn.reauth_at = _reauth_time(lifetime_ms)
-        return conn
+        manager = self.manager
+        return await connect_broker(manager.broker, self.leader_id, manager.endpoint(self.leader_id),
+                                    f"samsa-replica-fetcher-{manager.broker.node_id}", manager.timeout_s,
+                                    manager.salted)
 
     async def _reauthenticate(self, conn: Connection) -> None:
         """KIP-368: the leader limits sessions (connections.max.reauth.ms): authenticate again on

@@ -40,9 +40,8 @@ from samsa.metadata import zkdata
 from samsa.metadata.store import MetadataStore, NodeExists, StoreError
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.cluster import ClusterView
-from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.network import Listener
-from samsa.server.replica_manager import ReplicaManager
+from samsa.server.replica_manager import Partition, ReplicaManager
 
 
 class GuardedBroker(Protocol):
@@ -53,7 +52,6 @@ class GuardedBroker(Protocol):
     store: MetadataStore | None
     closing: bool
     replicas: ReplicaManager
-    groups: GroupManager
     listeners: list[Listener]
 
     @property
@@ -64,6 +62,7 @@ class GuardedBroker(Protocol):
 
     def endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]: ...
     def topic_config(self, topic: str, key: str) -> object: ...
+    def on_coordinator_role(self, part: Partition) -> None: ...
 
 log = logging.getLogger("samsa.session")
 
@@ -239,8 +238,7 @@ class SessionGuard:
                           self.attest_s):
                 part.fence()
                 fenced += 1
-                if part.topic == OFFSETS_TOPIC:
-                    b.groups.on_role(part)
+                b.on_coordinator_role(part)
         if fenced:
             self.fenced_for_disconnection = True
             # A client asks the brokers it is connected to where the leaders are, and this one

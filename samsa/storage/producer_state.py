@@ -100,6 +100,10 @@ class ProducerStateManager:
                 f"producer {h.producer_id} sent sequence {h.base_sequence}, expected {expected}",
             )
 
+    def ongoing_txn(self, producer_id: int) -> tuple[int, int] | None:
+        """(epoch, first offset) of the producer's open transaction here (none tracked yet)."""
+        return None
+
     def record(self, h: BatchHeader, first_offset: int) -> None:
         """Remember a batch that was appended at `first_offset`."""
         if h.producer_id < 0:
