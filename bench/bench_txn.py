@@ -1,0 +1,153 @@
+"""Transactions against idempotence on one broker, in the same run (issue 18's speed goals).
+
+librdkafka (confluent-kafka), 1 KiB records, acks=all, linger 5 ms, each round:
+
+    idempotent     enable.idempotence, --seconds of producing: records/s
+    transactional  the same with a transactional.id, committing every --commit-ms: records/s
+    txn/s          1-record transactions back to back for --seconds: transactions/s
+    consume        the transactional topic read back from offset 0 with read_uncommitted and
+                   with read_committed (aborted transactions in it: every 10th was aborted):
+                   records/s from the first record
+
+    PYTHONPATH=. .venv/bin/python bench/bench_txn.py --rounds 3
+
+Reported: each round, then medians and the ratios transactional/idempotent and
+read_committed/read_uncommitted (goals: >= 0.7 and >= 0.9).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.brokerproc import BrokerProcess
+
+VALUE = b"x" * 1024
+
+
+def create(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+
+
+def produce(bootstrap: str, topic: str, seconds: float, txn_ms: int | None, abort_every: int = 0) -> tuple[float, int]:
+    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                            "enable.idempotence": True, "queue.buffering.max.messages": 200000}
+    if txn_ms is not None:
+        conf["transactional.id"] = f"{topic}-tx"
+    p = Producer(conf)
+    if txn_ms is not None:
+        p.init_transactions(30)
+        p.begin_transaction()
+    n = 0
+    txns = 0
+    start = last_commit = time.perf_counter()
+    end = start + seconds
+    while True:
+        now = time.perf_counter()
+        if now >= end:
+            break
+        try:
+            p.produce(topic, VALUE)
+            n += 1
+        except BufferError:
+            p.poll(0.001)
+        if txn_ms is not None and (now - last_commit) * 1000 >= txn_ms:
+            txns += 1
+            if abort_every and txns % abort_every == 0:
+                p.abort_transaction(30)
+            else:
+                p.commit_transaction(30)
+            p.begin_transaction()
+            last_commit = time.perf_counter()
+        elif n % 1000 == 0:
+            p.poll(0)
+    if txn_ms is not None:
+        p.commit_transaction(30)
+    else:
+        p.flush(30)
+    return n / (time.perf_counter() - start), n
+
+
+def txn_rate(bootstrap: str, topic: str, seconds: float) -> float:
+    p = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"{topic}-one", "linger.ms": 0})
+    p.init_transactions(30)
+    n = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        p.begin_transaction()
+        p.produce(topic, b"one")
+        p.commit_transaction(30)
+        n += 1
+    return n / (time.perf_counter() - start)
+
+
+def consume(bootstrap: str, topic: str, isolation: str) -> tuple[float, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False,
+                  "fetch.max.bytes": 52428800})
+    c.assign([TopicPartition(topic, 0, 0)])
+    n = 0
+    start = None
+    while True:
+        m = c.poll(5)
+        if m is None:
+            break
+        if m.error():
+            if m.error().code() == -191:  # end of partition
+                break
+            continue
+        if start is None:
+            start = time.perf_counter()
+        n += 1
+    c.close()
+    return n / max(time.perf_counter() - (start or time.perf_counter()), 1e-9), n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--commit-ms", type=int, default=100)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        b = BrokerProcess(Path(d) / "broker").start()
+        rows: dict[str, list[float]] = {"idempotent": [], "transactional": [], "txn/s": [], "read_uncommitted": [],
+                                        "read_committed": []}
+        try:
+            for r in range(args.rounds):
+                ti, tt, t1 = (f"b-{k}-{uuid.uuid4().hex[:6]}" for k in ("idem", "txn", "one"))
+                for t in (ti, tt, t1):
+                    create(b.bootstrap, t)
+                order = ["idempotent", "transactional"] if r % 2 == 0 else ["transactional", "idempotent"]
+                for kind in order:
+                    rate, _ = produce(b.bootstrap, ti if kind == "idempotent" else tt, args.seconds,
+                                      None if kind == "idempotent" else args.commit_ms,
+                                      abort_every=10 if kind == "transactional" else 0)
+                    rows[kind].append(rate)
+                rows["txn/s"].append(txn_rate(b.bootstrap, t1, min(args.seconds, 5.0)))
+                for iso in (("read_uncommitted", "read_committed") if r % 2 == 0 else
+                            ("read_committed", "read_uncommitted")):
+                    rate, n = consume(b.bootstrap, tt, iso)
+                    rows[iso].append(rate)
+                    print(f"  round {r + 1} {iso}: {rate:,.0f} rec/s ({n} records)", flush=True)
+                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), flush=True)
+        finally:
+            b.close()
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print("\nmedians: " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items()))
+    print(f"transactional / idempotent = {med['transactional'] / med['idempotent']:.2f} (goal >= 0.7)")
+    print(f"read_committed / read_uncommitted = {med['read_committed'] / med['read_uncommitted']:.2f} (goal >= 0.9)")
+    print(f"1-record transactions/s = {med['txn/s']:,.0f}")
+
+
+if __name__ == "__main__":
+    main()
