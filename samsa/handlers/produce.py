@@ -188,7 +188,7 @@ class DelayedProduce(DelayedResponse):
         self.pending.complete(self.body)
 
 
-INTERNAL_OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # written by the coordinators only
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
         validate_topic_name(topic)
     except KafkaError as e:
         return _error(index, e.code, e.message)
-    if topic == INTERNAL_OFFSETS_TOPIC:
+    if topic in INTERNAL_TOPICS:
         return _error(index, ErrorCode.INVALID_TOPIC_EXCEPTION, f"Cannot append to internal topic {topic}")
     partition = ctx.replicas.get(topic, index)
     topics = ctx.topics
