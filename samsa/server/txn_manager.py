@@ -184,8 +184,10 @@ class TransactionManager:
 
             shard.replay(records())
             self.shards[index] = shard
-            log.info("Coordinating transactions of %s-%d (coordinator epoch %d): loaded %d records, %d ids, in "
-                     "%.0f ms", TXN_TOPIC, index, shard.coordinator_epoch, n, len(shard.txns),
+            # (one line per partition with something in it: a broker taking all 50 says little else)
+            log.log(logging.INFO if n else logging.DEBUG,
+                    "Coordinating transactions of %s-%d (coordinator epoch %d): loaded %d records, %d ids, in "
+                    "%.0f ms", TXN_TOPIC, index, shard.coordinator_epoch, n, len(shard.txns),
                      (time.monotonic() - t0) * 1000)
             for meta in list(shard.txns.values()):  # a commit or abort the last coordinator left unfinished
                 if meta.state in tx.PREPARING:
