@@ -126,6 +126,19 @@ def set_max_timestamp(buf: bytearray | memoryview, pos: int, size: int, timestam
     _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, size))
 
 
+_PRODUCER = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence (at 43)
+
+
+def set_producer(buf: bytearray | memoryview, pos: int, size: int, producer_id: int, epoch: int, base_sequence: int,
+                 transactional: bool) -> None:
+    """Stamp a sealed batch with its producer (id, epoch, first sequence; the transactional
+    attribute) and re-seal its CRC: a client encodes once, then assigns sequences as it sends."""
+    (attrs,) = _ATTRS.unpack_from(buf, pos + 21)
+    _ATTRS.pack_into(buf, pos + 21, (attrs | ATTR_TRANSACTIONAL) if transactional else (attrs & ~ATTR_TRANSACTIONAL))
+    _PRODUCER.pack_into(buf, pos + 43, producer_id, epoch, base_sequence)
+    _CRC.pack_into(buf, pos + 17, compute_crc(buf, pos, size))
+
+
 def set_log_append_time(buf: bytearray | memoryview, pos: int, size: int, timestamp: int) -> None:
     """Mark the batch LogAppendTime with `timestamp` as its max timestamp and re-seal its CRC."""
     (attrs,) = _ATTRS.unpack_from(buf, pos + 21)

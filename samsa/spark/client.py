@@ -273,7 +273,8 @@ class SamsaClient:
     # -- produce ----------------------------------------------------------------------------
 
     def produce(self, batches: Mapping[TopicPartition, bytes], *, acks: int = -1, timeout_ms: int = 30_000,
-                retries: int = 10, backoff_ms: int = 100) -> dict[TopicPartition, int]:
+                retries: int = 10, backoff_ms: int = 100,
+                transactional_id: str | None = None) -> dict[TopicPartition, int]:
         """Append one sealed record batch to each topic-partition: {tp: base offset} (-1 with
         acks=0, which gets no answer). One Produce request per leader. Retriable errors
         (leader moved or dead, not enough replicas, connection lost, ...) are retried with
@@ -296,7 +297,7 @@ class SamsaClient:
                 topics: dict[str, list[dict[str, Any]]] = {}
                 for t, p in group:
                     topics.setdefault(t, []).append({"index": p, "records": todo[(t, p)]})
-                body = {"transactional_id": None, "acks": acks, "timeout": timeout_ms,
+                body = {"transactional_id": transactional_id, "acks": acks, "timeout": timeout_ms,
                         "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
                 try:
                     resp = self._call_slow(addr, body, acks, timeout_ms)

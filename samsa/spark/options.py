@@ -170,6 +170,8 @@ class SinkOptions:
     request_timeout_ms: int = 30_000
     retries: int = 10
     retry_backoff_ms: int = 100
+    transactional_id_prefix: str | None = None  # exactly once (spark/txn.py)
+    transaction_timeout_ms: int = 60_000
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -406,6 +408,16 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     if codec not in SINK_CODECS:
         names = ", ".join(SINK_CODECS)
         raise OptionError(f"Option 'kafka.compression.type' must be one of {names}, got '{kafka['compression.type']}'")
+    prefix = params.get("transactional.id.prefix", "").strip() or None
+    if prefix is not None:
+        if topic is None or not topic.strip():
+            raise OptionError("Option 'transactional.id.prefix' (exactly once) needs the 'topic' option: the sink keeps"
+                              " its ledger of committed micro-batches beside that topic")
+        if SINK_ACKS[acks] != -1:
+            raise OptionError("Option 'transactional.id.prefix' (exactly once) needs kafka.acks=all")
+    if "transactional.id" in kafka:
+        raise OptionError("Kafka option 'transactional.id' is not supported: set 'transactional.id.prefix' for"
+                          " exactly-once writes (each task gets <prefix>-<partition id>)")
     return SinkOptions(
         bootstrap_servers=kafka["bootstrap.servers"].strip(),
         kafka_params=kafka_params,
@@ -416,6 +428,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         request_timeout_ms=_natural(kafka, "request.timeout.ms", 30_000, minimum=1),
         retries=_natural(kafka, "retries", 10),
         retry_backoff_ms=_natural(kafka, "retry.backoff.ms", 100),
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=_natural(kafka, "transaction.timeout.ms", 60_000, minimum=1),
     )
 
 

@@ -22,9 +22,11 @@ where `write()` receives whole Arrow record batches and, per batch:
    them with the process's pooled client, one batch per partition per Produce request,
    by leader (`SamsaClient.produce`, acks=all by default).
 
-Delivery is at least once, as with Spark's Kafka sink: a retried Produce (leader moved,
-connection lost) or a retried Spark task may write records twice; nothing is transactional.
-The stream writer's commit and abort therefore have nothing to do.
+Delivery is at least once by default, as with Spark's Kafka sink: a retried Produce (leader
+moved, connection lost) or a retried Spark task may write records twice. With the option
+`transactional.id.prefix` it is exactly once for read_committed consumers: each task writes
+inside a transaction of its own, and the driver commits them all with the micro-batch (the
+stream writer's `commit`) or aborts them (`abort`); see `txn.py`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.spark.client import ClientError, ProduceError, SamsaClient, client_for, security_params
 from samsa.spark.encode import RecordError, Records, encode_batches, partition_for_keys
 from samsa.spark.options import OptionError, SinkOptions, parse_sink_options
+from samsa.spark.txn import Handle, TransactionalProducer, TransactionError, committed_offset, end_transaction
 
 TopicPartition = tuple[str, int]
 COLUMNS = ("key", "value", "topic", "partition", "headers")
@@ -72,6 +75,7 @@ class SinkPlan:
 class SinkCommit(WriterCommitMessage):
     rows: int
     batches: int
+    txn: Handle | None = None  # exactly once: the task's open transaction, for the driver to end
 
 
 # --------------------------------------------------------------------------- the driver
@@ -163,6 +167,7 @@ class _Producer:
         self.pending_bytes = 0
         self.rows = 0
         self.batches = 0
+        self.txn: TransactionalProducer | None = None
 
     def partition_count(self, topic: str, at_least: int = 0) -> int:
         """The topic's partition count, asked again when it is unknown or below `at_least`."""
@@ -289,8 +294,12 @@ class _Producer:
     def _send(self, request: dict[TopicPartition, bytes]) -> None:
         opts = self.opts
         try:
-            self.client.produce(request, acks=opts.acks, timeout_ms=opts.request_timeout_ms, retries=opts.retries,
-                                backoff_ms=opts.retry_backoff_ms)
+            if self.txn is not None:
+                self.txn.produce(request, acks=opts.acks, timeout_ms=opts.request_timeout_ms, retries=opts.retries,
+                                 backoff_ms=opts.retry_backoff_ms)
+            else:
+                self.client.produce(request, acks=opts.acks, timeout_ms=opts.request_timeout_ms, retries=opts.retries,
+                                    backoff_ms=opts.retry_backoff_ms)
         except ProduceError as e:
             raise SamsaSinkError(_produce_advice(e, opts)) from None
         except ClientError as e:
@@ -314,15 +323,62 @@ def _produce_advice(e: ProduceError, opts: SinkOptions) -> str:
 
 
 def write_batches(plan: SinkPlan, batches: Iterator[pa.RecordBatch]) -> SinkCommit:
-    """An executor's part of a write: every row of `batches`, produced."""
+    """An executor's part of a write: every row of `batches`, produced (exactly once: inside the
+    task's transaction, left open for the driver to commit)."""
     producer = _Producer(plan)
+    opts = plan.opts
+    ledger: tuple[str, TopicPartition, int] | None = None
     try:
+        if opts.transactional_id_prefix is not None:
+            task, batch_id = _task()
+            txn = TransactionalProducer(producer.client, f"{opts.transactional_id_prefix}-{task}",
+                                        opts.transaction_timeout_ms)
+            txn.init()  # fences an earlier attempt of this task; its open transaction is aborted
+            if batch_id is not None:
+                assert opts.topic is not None  # (checked with the options)
+                ledger = (f"{opts.transactional_id_prefix}-{task}", (opts.topic, 0), batch_id)
+                if committed_offset(producer.client, ledger[0], ledger[1]) > batch_id:
+                    return SinkCommit(rows=0, batches=0)  # this task's share was committed before a restart
+            producer.txn = txn
         for batch in batches:
             producer.add(batch)
         producer.flush()
+        if producer.txn is not None and ledger is not None:
+            producer.txn.commit_offsets(ledger[0], {ledger[1]: ledger[2] + 1})
     except RecordError as e:
         raise SamsaSinkError(f"cannot write these rows: {e}") from None
-    return SinkCommit(rows=producer.rows, batches=producer.batches)
+    except TransactionError as e:
+        raise SamsaSinkError(f"exactly-once write to kafka.bootstrap.servers={opts.bootstrap_servers} failed: {e}"
+                             ) from None
+    return SinkCommit(rows=producer.rows, batches=producer.batches,
+                      txn=producer.txn.handle if producer.txn is not None else None)
+
+
+def _task() -> tuple[int, int | None]:
+    """(this task's partition id, the streaming micro-batch id, None in a batch write)."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        return 0, None
+    batch = ctx.getLocalProperty("streaming.sql.batchId")
+    return ctx.partitionId(), (int(batch) if batch is not None else None)
+
+
+def end_transactions(plan: SinkPlan, messages: list[WriterCommitMessage | None], commit: bool) -> None:
+    """The driver's half of exactly once: commit (or abort) every task's transaction."""
+    handles = [m.txn for m in messages if isinstance(m, SinkCommit) and m.txn is not None]
+    if not handles:
+        return
+    opts = plan.opts
+    client = client_for(opts.bootstrap_servers, security_params(opts.kafka_params))
+    for handle in handles:
+        try:
+            end_transaction(client, handle, commit)
+        except (TransactionError, ClientError) as e:
+            if commit:
+                raise SamsaSinkError(f"committing the micro-batch failed: {e}") from None
+            # (an abort that fails leaves the transaction to its timeout or the next attempt's fencing)
 
 
 class SamsaBatchWriter(DataSourceArrowWriter):
@@ -331,6 +387,12 @@ class SamsaBatchWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SinkCommit:
         return write_batches(self.plan, iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.plan, messages, True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        end_transactions(self.plan, messages, False)
 
 
 class SamsaStreamWriter(DataSourceStreamArrowWriter):
@@ -341,10 +403,12 @@ class SamsaStreamWriter(DataSourceStreamArrowWriter):
         return write_batches(self.plan, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # the records are in the topics already: at least once, nothing to make visible
+        # At least once: the records are in the topics already. Exactly once: make them visible.
+        end_transactions(self.plan, messages, True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        pass  # what was written stays written; a restarted query writes the micro-batch again
+        # At least once: what was written stays (a restarted query writes the micro-batch again).
+        end_transactions(self.plan, messages, False)
 
 
 def batch_writer(options: Any, schema: StructType, overwrite: bool) -> SamsaBatchWriter:
