@@ -360,7 +360,7 @@ class TransactionManager:
                                   "producer_epoch": producer_epoch, "verify_only": not add,
                                   "topics": [{"name": topic, "partitions": [partition]}]}]}
         try:
-            resp = await self.channels.request(state.leader, ADD_PARTITIONS_TO_TXN, 5, body)
+            resp = await self.channels.request(state.leader, ADD_PARTITIONS_TO_TXN, 5, body, lane="verify")
         except (OSError, TimeoutError, EOFError, ConnectionError, asyncio.IncompleteReadError):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if resp.error_code:
@@ -495,7 +495,7 @@ class TransactionManager:
             got = await writer([marker])
             return {(t, p): code for (_, t, p), code in got.items()}
         try:
-            resp = await self.channels.request(node, WRITE_TXN_MARKERS, 1, {"markers": [marker]})
+            resp = await self.channels.request(node, WRITE_TXN_MARKERS, 1, {"markers": [marker]}, lane="markers")
         except (OSError, TimeoutError, EOFError, ConnectionError, asyncio.IncompleteReadError):
             return {tp: ErrorCode.NETWORK_EXCEPTION for tp in tps}
         out: dict[TopicPartition, ErrorCode] = {}
@@ -650,32 +650,35 @@ class _DelayedTxnWrite(DelayedOperation):
 
 
 class BrokerChannels:
-    """One connection per other broker, on the inter-broker listener, for the coordinator's
-    requests (markers, verification): one request at a time each, reconnected on failure."""
+    """Connections to the other brokers, on the inter-broker listener, for the coordinator's
+    requests: one per broker and lane ("markers", "verify": a marker waiting for its replicas
+    never holds up a produce's verification), one request at a time each, reconnected on
+    failure."""
 
     def __init__(self, broker: FetcherHost) -> None:
         self.broker = broker
-        self.conns: dict[int, Connection] = {}
-        self.locks: dict[int, asyncio.Lock] = {}
+        self.conns: dict[tuple[int, str], Connection] = {}
+        self.locks: dict[tuple[int, str], asyncio.Lock] = {}
         self.salted: dict[tuple[str, bytes, int], bytes] = {}
         self.timeout_s = max(int(broker.config.get("request.timeout.ms")) / 1000, 1.0)
 
-    async def request(self, node_id: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
-        lock = self.locks.setdefault(node_id, asyncio.Lock())
+    async def request(self, node_id: int, api_key: int, version: int, body: dict[str, Any], lane: str = "") -> Any:
+        key = (node_id, lane)
+        lock = self.locks.setdefault(key, asyncio.Lock())
         async with lock:
-            conn = self.conns.get(node_id)
+            conn = self.conns.get(key)
             if conn is None or conn.error is not None or conn.transport is None or conn.transport.is_closing():
                 ep = self.broker.cluster.endpoint(node_id, self.broker.inter_broker_listener)
                 conn = await connect_broker(self.broker, node_id, ep, f"samsa-txn-coordinator-{self.broker.node_id}",
                                             self.timeout_s, self.salted)
                 if conn is None:
                     raise ConnectionError(f"cannot connect to broker {node_id}")
-                self.conns[node_id] = conn
+                self.conns[key] = conn
             try:
                 return await conn.request(api_key, version, body, self.timeout_s)
             except BaseException:
                 conn.close()
-                self.conns.pop(node_id, None)
+                self.conns.pop(key, None)
                 raise
 
     def close(self) -> None:
