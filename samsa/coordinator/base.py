@@ -3,8 +3,11 @@
 `GroupCoordinatorShard` (shard.py) is assembled from two halves that both build on `ShardBase`:
 `MembershipMixin` (membership.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
 rebalance timers) and `OffsetsMixin` (offsets.py: OffsetCommit, OffsetFetch, OffsetDelete,
-retention). State changes that Kafka persists are appended to `_records` as (key, value) pairs
-of `__consumer_offsets` records; the broker drains and appends them to the partition's log.
+retention), and `TxnOffsetsMixin` (txn_offsets.py: TxnOffsetCommit, offsets pending until the
+transaction's marker). State changes that Kafka persists are appended to `_records` as (key,
+value) pairs of `__consumer_offsets` records -- a TxnOffsetCommit's go into a transactional
+`OutBatch` of its producer instead; the broker drains the batches (`drain_batches`) and appends
+them, in order, to the partition's log.
 
 Timers are keyed (see timers.py):
 
@@ -21,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from samsa.protocol.errors import ErrorCode
 
 from .group import Callback, Group, Member
-from .records import group_metadata_key, group_metadata_value, partition_for
+from .records import OffsetCommitValue, group_metadata_key, group_metadata_value, partition_for
 from .timers import Timers
 
 INT32_MAX = 2**31 - 1
@@ -83,6 +86,27 @@ class CoordinatorConfig:
 
 
 Record = tuple[bytes, bytes | None]
+OffsetKey = tuple[str, str, int]  # (group, topic, partition)
+
+
+class PendingOffset(NamedTuple):
+    """A transactional offset commit waiting for its transaction's marker. `order` places its
+    write among the shard's offset writes (Kafka keeps the record's log offset): at COMMIT it
+    replaces the committed offset only if written after it."""
+
+    value: OffsetCommitValue
+    order: int
+
+
+class OutBatch(NamedTuple):
+    """Records to append as one batch: plain (`producer_id` -1), or transactional records of a
+    producer's TxnOffsetCommit. `undo` restores the shard's pending offsets should the batch not
+    be appended (`revert_txn_batch`): (key, the pending offset it replaced or None)."""
+
+    producer_id: int
+    producer_epoch: int
+    records: list[Record]
+    undo: tuple[tuple[OffsetKey, PendingOffset | None], ...] = ()
 
 
 class Once:
@@ -151,7 +175,8 @@ class ShardBase:
         self._topic_id_for_name = topic_id_for_name
         self.groups: dict[str, Group] = {}
         self.timers = Timers()
-        self._records: list[Record] = []
+        self._records: list[Record] = []  # plain records since the last batch was closed
+        self._batches: list[OutBatch] = []  # closed batches, not drained yet
         self.active = True
 
     # -- checks ---------------------------------------------------------------------------
@@ -184,6 +209,32 @@ class ShardBase:
 
     def _emit(self, key: bytes, value: bytes | None) -> None:
         self._records.append((key, value))
+
+    def _emit_txn(self, producer_id: int, producer_epoch: int, records: list[Record],
+                  undo: tuple[tuple[OffsetKey, PendingOffset | None], ...]) -> None:
+        """Records of a transactional batch of `producer_id`, after everything emitted so far."""
+        self._close_plain_run()
+        self._batches.append(OutBatch(producer_id, producer_epoch, records, undo))
+
+    def _close_plain_run(self) -> None:
+        if self._records:
+            self._batches.append(OutBatch(-1, -1, self._records))
+            self._records = []
+
+    def drain_batches(self) -> list[OutBatch]:
+        """The batches to append to the partition since the last drain, in order."""
+        self._close_plain_run()
+        out, self._batches = self._batches, []
+        return out
+
+    def drain_records(self) -> list[Record]:
+        """The (key, value) records to append since the last drain, in order, without their
+        batches (a transactional one's producer is lost: the broker uses `drain_batches`)."""
+        return [r for b in self.drain_batches() for r in b.records]
+
+    def _clear_output(self) -> None:
+        self._records = []
+        self._batches = []
 
     def _store_group(self, group: Group, assignment: dict[str, bytes]) -> None:
         """Persist the group (GroupMetadataValue v3) with the given assignment per member."""

@@ -401,6 +401,23 @@ class ConsumerGroupMixin(ShardBase):
             self.groups[gid] = Group(gid, EMPTY, self._now())  # retention dropped the offsets holder
         return super().offset_commit(req, version)  # type: ignore[misc]
 
+    def txn_offset_commit(self, req: Any, version: int) -> dict[str, Any]:
+        gid = getattr(req, "group_id", None)
+        if gid is not None and gid in self.consumer_groups and gid not in self.groups:
+            self.groups[gid] = Group(gid, EMPTY, self._now())  # retention dropped the offsets holder
+        return super().txn_offset_commit(req, version)  # type: ignore[misc]
+
+    def _validate_txn_offset_commit(self, group: Group, generation: int, member_id: str,
+                                    instance_id: str | None) -> ErrorCode | None:
+        """Kafka's validateTransactionalOffsetCommit: a KIP-848 group checks the member epoch,
+        STALE_MEMBER_EPOCH answered as ILLEGAL_GENERATION."""
+        cg = self.consumer_groups.get(group.group_id)
+        if cg is None:
+            return super()._validate_txn_offset_commit(  # type: ignore[misc]
+                group, generation, member_id, instance_id)
+        err = self._cg_validate_member_epoch(cg, member_id, generation)
+        return E.ILLEGAL_GENERATION if err is E.STALE_MEMBER_EPOCH else err
+
     def offset_fetch(self, req: Any, version: int) -> dict[str, Any]:
         if version < 9:
             return super().offset_fetch(req, version)  # type: ignore[misc]

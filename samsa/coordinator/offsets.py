@@ -18,6 +18,9 @@ Empty groups older than `offsets.retention.ms` -- counted from the moment the gr
 -- are deleted, as are those of groups that never had members (counted from each commit), and, in
 a Stable consumer group, those of topics no member subscribes to. Deleting writes a tombstone per
 offset; an Empty group left without offsets is deleted too (a tombstone for its metadata).
+
+Transactional commits (TxnOffsetCommit) are txn_offsets.py's: they stay pending until their
+transaction's marker, and the code here consults them (require_stable, retention, deletion).
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import Any
 
 from samsa.protocol.errors import ErrorCode
 
-from .base import ShardBase
 from .group import (
     COMPLETING_REBALANCE,
     CONSUMER_PROTOCOL_TYPE,
@@ -42,18 +44,12 @@ from .records import (
     offset_commit_key,
     offset_commit_value,
 )
+from .txn_offsets import TxnOffsetsMixin, java_length
 
 E = ErrorCode
 
 
-def _java_length(s: str) -> int:
-    """String.length() in Java: UTF-16 code units."""
-    if s.isascii():
-        return len(s)
-    return len(s) + sum(1 for c in s if ord(c) > 0xFFFF)
-
-
-class OffsetsMixin(ShardBase):
+class OffsetsMixin(TxnOffsetsMixin):
     # -- OffsetCommit -------------------------------------------------------------------------
 
     def offset_commit(self, req: Any, version: int) -> dict[str, Any]:
@@ -113,12 +109,13 @@ class OffsetsMixin(ShardBase):
         max_bytes = self.config.offset_metadata_max_bytes
         for entry, topic, p in todo:
             metadata = p.committed_metadata if p.committed_metadata is not None else ""
-            if _java_length(metadata) > max_bytes:
+            if java_length(metadata) > max_bytes:
                 entry["error_code"] = int(E.OFFSET_METADATA_TOO_LARGE)
                 continue
             value = OffsetCommitValue(p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata,
                                       now, expire)
             group.offsets[(topic, p.partition_index)] = value
+            self._offset_written(group_id, topic, p.partition_index)
             self._emit(offset_commit_key(group_id, topic, p.partition_index), offset_commit_value(value))
 
     def _validate_offset_commit(self, group: Group, generation: int, member_id: str,
@@ -137,11 +134,14 @@ class OffsetsMixin(ShardBase):
     # -- OffsetFetch --------------------------------------------------------------------------
 
     def offset_fetch(self, req: Any, version: int) -> dict[str, Any]:
-        """OffsetFetch: v1-v7 one group (`topics` null = all, v2+), v8+ a `groups` array.
+        """OffsetFetch: v1-v7 one group (`topics` null = all, v2+), v8+ a `groups` array; v7+
+        `require_stable`: partitions with a pending transactional offset answer
+        UNSTABLE_OFFSET_COMMIT (else a pending offset is not shown: the committed one is).
 
         With several shards the broker may instead call `fetch_offsets` per group and build the
         v8+ response itself.
         """
+        stable = bool(getattr(req, "require_stable", False)) and version >= 7
         if version >= 8:
             groups = []
             for g in req.groups or []:
@@ -149,11 +149,11 @@ class OffsetsMixin(ShardBase):
                     (getattr(t, "name", None), getattr(t, "topic_id", None), list(t.partition_indexes or []))
                     for t in g.topics
                 ]
-                groups.append(self.fetch_offsets(g.group_id, topics))
+                groups.append(self.fetch_offsets(g.group_id, topics, require_stable=stable))
             return {"throttle_time": 0, "groups": groups}
         topics = None if req.topics is None else [(t.name, None, list(t.partition_indexes or []))
                                                   for t in req.topics]
-        result = self.fetch_offsets(req.group_id, topics)
+        result = self.fetch_offsets(req.group_id, topics, require_stable=stable)
         if version < 2 and result["error_code"]:
             # v0-v1 have no group-level error: it goes on every partition.
             for t in result["topics"]:
@@ -161,10 +161,12 @@ class OffsetsMixin(ShardBase):
                     p["error_code"] = result["error_code"]
         return {"throttle_time": 0, "topics": result["topics"], "error_code": result["error_code"]}
 
-    def fetch_offsets(self, group_id: str,
-                      topics: list[tuple[str | None, bytes | None, list[int]]] | None) -> dict[str, Any]:
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str | None, bytes | None, list[int]]] | None,
+                      *, require_stable: bool = False) -> dict[str, Any]:
         """One group's OffsetFetch entry (v8+ shape): topics are (name, topic_id, partitions), or None
-        for every committed offset. Unknown partitions answer offset -1, as Kafka does."""
+        for every committed offset. Unknown partitions answer offset -1, as Kafka does; with
+        `require_stable` so do those with a pending transactional offset, with UNSTABLE_OFFSET_COMMIT
+        (Kafka's OffsetMetadataManager.fetchOffsets / fetchAllOffsets)."""
         err = self._check_group_id(group_id, allow_empty=True)
         group = self.groups.get(group_id) if err is None else None
         if group is not None and group.is_(DEAD):
@@ -175,7 +177,9 @@ class OffsetsMixin(ShardBase):
             if err is None:
                 by_topic: dict[str, list[dict[str, Any]]] = {}
                 for (topic, partition), v in offsets.items():
-                    by_topic.setdefault(topic, []).append(self._partition_entry(partition, v))
+                    by_topic.setdefault(topic, []).append(
+                        self._unstable_entry(partition) if require_stable and self.has_pending_txn_offset(
+                            group_id, topic, partition) else self._partition_entry(partition, v))
                 for topic, parts in by_topic.items():
                     tid = self._topic_id_for_name(topic) if self._topic_id_for_name else None
                     out.append({"name": topic, "topic_id": tid, "partitions": parts})
@@ -188,11 +192,19 @@ class OffsetsMixin(ShardBase):
                     if name is None:
                         entry = self._partition_entry(partition, None)
                         entry["error_code"] = int(E.UNKNOWN_TOPIC_ID)
+                    elif require_stable and self.has_pending_txn_offset(group_id, name, partition):
+                        entry = self._unstable_entry(partition)
                     else:
                         entry = self._partition_entry(partition, offsets.get((name, partition)))
                     parts.append(entry)
                 out.append({"name": name or "", "topic_id": topic_id, "partitions": parts})
         return {"group_id": group_id, "topics": out, "error_code": int(err) if err is not None else 0}
+
+    @classmethod
+    def _unstable_entry(cls, partition: int) -> dict[str, Any]:
+        entry = cls._partition_entry(partition, None)
+        entry["error_code"] = int(E.UNSTABLE_OFFSET_COMMIT)
+        return entry
 
     @staticmethod
     def _partition_entry(partition: int, v: OffsetCommitValue | None) -> dict[str, Any]:
@@ -227,8 +239,9 @@ class OffsetsMixin(ShardBase):
                 if subscribed:
                     parts.append({"partition_index": p.partition_index, "error_code": int(E.GROUP_SUBSCRIBED_TO_TOPIC)})
                     continue
-                if group.offsets.pop((t.name, p.partition_index), None) is not None:
-                    removed.append((t.name, p.partition_index))
+                if (group.offsets.pop((t.name, p.partition_index), None) is not None
+                        or self.has_pending_txn_offset(group_id, t.name, p.partition_index)):
+                    removed.append((t.name, p.partition_index))  # (a pending offset is deleted too)
                 parts.append({"partition_index": p.partition_index, "error_code": 0})
             topics_out.append({"name": t.name, "partitions": parts})
         self._cleanup_group(group, removed, now)
@@ -248,6 +261,7 @@ class OffsetsMixin(ShardBase):
             return int(E.NON_EMPTY_GROUP)
         group.transition_to(DEAD, now)
         removed = list(group.offsets)
+        removed += [k for k in self.pending_txn_keys(group_id) if k not in group.offsets]
         group.offsets.clear()
         self._cleanup_group(group, removed, now)
         return 0
@@ -256,8 +270,9 @@ class OffsetsMixin(ShardBase):
         """Tombstones for removed offsets; an Empty group without offsets is deleted."""
         gid = group.group_id
         for topic, partition in removed:
+            self._offset_deleted(gid, topic, partition)
             self._emit(offset_commit_key(gid, topic, partition), None)
-        if group.is_(EMPTY) and not group.offsets:
+        if group.is_(EMPTY) and not group.offsets and gid not in self._open_txns:
             group.transition_to(DEAD, now)
         if group.is_(DEAD) and self.groups.get(gid) is group:
             del self.groups[gid]
@@ -276,7 +291,12 @@ class OffsetsMixin(ShardBase):
         self.timers.set(("retention",), now + self.config.offsets_retention_check_interval_ms)
 
     def _expired_offsets(self, group: Group, now: int) -> list[tuple[str, int]]:
-        """Kafka's GroupMetadata.removeExpiredOffsets (which offsets, not the removal)."""
+        """Kafka's GroupMetadata.removeExpiredOffsets (which offsets, not the removal); an offset
+        with a pending transactional one is kept (Kafka's OffsetMetadataManager)."""
+        held = self.pending_txn_keys(group.group_id)
+        return [k for k in self._expiring_offsets(group, now) if k not in held]
+
+    def _expiring_offsets(self, group: Group, now: int) -> list[tuple[str, int]]:
         retention = self.config.offsets_retention_ms
 
         def is_expired(v: OffsetCommitValue, base: int) -> bool:

@@ -27,6 +27,13 @@ value is a tombstone: it deletes its key.
 Decoding goes through the bounded `Reader`; whatever the bytes, the only exception that can
 escape is `RecordDecodeError`.
 
+Transactions (TxnOffsetCommit): a transactional batch of producer P (attributes bit 4, P's id and
+epoch, base sequence -1) holds offset commits that stay *pending* until P's transaction marker, a
+control batch (attributes bit 5) whose one record's key is int16 version 0 + int16 type
+(0 ABORT, 1 COMMIT; Kafka's ControlRecordType) and whose value is int16 version 0 + int32
+coordinator epoch (Kafka's EndTransactionMarker). The broker hands replay such records as
+`TxnRecord` and the markers as `TxnMarker` (`decode_control_key` reads a marker's key).
+
 `partition_for(group_id, n)` is Kafka's `Utils.abs(groupId.hashCode()) % n`, with Java's
 String.hashCode over UTF-16 code units.
 """
@@ -71,6 +78,21 @@ class UnknownKey(NamedTuple):
     """A key of a record type this coordinator does not own (KIP-848 records, ...)."""
 
     version: int
+
+
+class TxnRecord(NamedTuple):
+    """A record of a transactional batch of `producer_id` (what replay keeps pending)."""
+
+    key: bytes | bytearray | memoryview
+    value: bytes | bytearray | memoryview | None
+    producer_id: int
+
+
+class TxnMarker(NamedTuple):
+    """The transaction marker (control record) of `producer_id`: COMMIT if `commit`, else ABORT."""
+
+    producer_id: int
+    commit: bool
 
 
 class OffsetCommitValue(NamedTuple):
@@ -245,6 +267,32 @@ def decode_key(key: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMe
         raise
     except DecodeError as e:
         raise RecordDecodeError(f"bad record key: {e}") from None
+
+
+CONTROL_ABORT = 0
+CONTROL_COMMIT = 1
+
+
+def decode_control_key(key: bytes | bytearray | memoryview) -> bool | None:
+    """A control record's key (int16 version, int16 type): True for COMMIT, False for ABORT, None
+    for any other control record (Kafka's LEADER_CHANGE, SNAPSHOT_HEADER, ... -- not transaction
+    markers) or bytes that are no control key."""
+    if len(key) < 4:
+        return None
+    version, kind = struct.unpack_from(">hh", key, 0)
+    if version < 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
+        return None
+    return kind == CONTROL_COMMIT
+
+
+def control_key(commit: bool) -> bytes:
+    """The key of a transaction marker's control record (version 0)."""
+    return struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
+
+
+def is_offset_commit_key(key: bytes | bytearray | memoryview) -> bool:
+    """Whether the key is an OffsetCommitKey's (version 0 or 1), from its first two bytes."""
+    return len(key) >= 2 and key[0] == 0 and key[1] in (0, 1)
 
 
 def decode_offset_commit_value(value: bytes | bytearray | memoryview) -> OffsetCommitValue:

@@ -5,20 +5,25 @@ wall clock. The broker owns one shard per `__consumer_offsets` partition it lead
 
 1. builds it with the partition's records: `shard.replay(records_of_the_log)`;
 2. passes it the decoded requests (`join_group`, `sync_group`, `heartbeat`, `leave_group`,
-   `offset_commit`, `offset_fetch`, `offset_delete`, `describe_group`, `delete_group`,
-   `list_groups`). JoinGroup and SyncGroup answer through a `respond` callback, maybe during a
-   later call; every other API returns its answer;
-3. after each call (and each `tick`) appends `shard.drain_records()` to the partition's log,
-   *then* sends the responses produced by the call -- a response may depend on its records
-   (OffsetCommit, the leader's SyncGroup). Callbacks must therefore queue, not send, and must not
-   call back into the shard;
+   `offset_commit`, `txn_offset_commit`, `offset_fetch`, `offset_delete`, `describe_group`,
+   `delete_group`, `list_groups`). JoinGroup and SyncGroup answer through a `respond` callback,
+   maybe during a later call; every other API returns its answer;
+3. after each call (and each `tick`) appends `shard.drain_batches()` to the partition's log, each
+   batch as it is (a TxnOffsetCommit's records form a transactional batch of its producer; one
+   that cannot be appended is given back with `revert_txn_batch`), *then* sends the responses
+   produced by the call -- a response may depend on its records (OffsetCommit, the leader's
+   SyncGroup). Callbacks must therefore queue, not send, and must not call back into the shard;
+3b. calls `complete_txn(producer_id, commit)` once a transaction marker is appended to the
+   partition (txn_offsets.py: the producer's pending offsets become committed, or are dropped);
 4. keeps one timer at `shard.next_deadline()` and calls `shard.tick()` when it fires (and
    re-arms it after every call: any call may move the deadline);
 5. on losing the partition calls `shard.unload()`: parked requests get NOT_COORDINATOR and the
    shard answers COORDINATOR_NOT_AVAILABLE from then on.
 
 `compact_view()` gives the live records (latest value per key, no tombstones) from which the
-partition can be rewritten when it grows.
+partition can be rewritten when it grows -- but not while a transaction holds pending offsets
+(`has_pending_transactions`): the log's transactional records and their coming markers are what
+a replay needs then, as Kafka's cleaner stops at the first unstable offset.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from typing import Any
 
 from samsa.protocol.errors import ErrorCode
 
-from .base import CoordinatorConfig, Record
+from .base import CoordinatorConfig, PendingOffset, Record
 from .consumer import ConsumerGroupMixin
 from .consumer_group import ConsumerGroup
 from .group import DEAD, EMPTY, Group, GroupState
@@ -39,13 +44,20 @@ from .records import (
     OffsetCommitKey,
     OffsetCommitValue,
     RecordDecodeError,
+    TxnMarker,
+    TxnRecord,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
     group_metadata_key,
+    is_offset_commit_key,
     offset_commit_key,
     offset_commit_value,
 )
+
+# What replay takes: a (key, value) record, a record of a transactional batch, or a marker.
+ReplayItem = (tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview | None] | TxnRecord
+              | TxnMarker)
 
 AUTHORIZED_OPERATIONS_OMITTED = -(2**31)  # Kafka's "not requested" for authorized_operations
 
@@ -73,17 +85,13 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
         super().__init__(partition, config or CoordinatorConfig(), now_ms, topic_exists, topic_name_for_id,
                          topic_id_for_name)
         self._topic_partitions = topic_partitions  # partition count of a topic (None: no such topic)
+        self._reset_txn_offsets()
         self.consumer_groups: dict[str, ConsumerGroup] = {}  # KIP-848 groups (consumer.py)
         self._foreign: dict[bytes, bytes] = {}  # records of types this shard does not own, by key
         self.skipped_records = 0  # undecodable records met by replay
         self.timers.set(("retention",), self._now() + self.config.offsets_retention_check_interval_ms)
 
     # -- records and time ---------------------------------------------------------------------
-
-    def drain_records(self) -> list[Record]:
-        """The (key, value) records to append to the partition since the last drain, in order."""
-        out, self._records = self._records, []
-        return out
 
     def next_deadline(self) -> int | None:
         """The earliest time (ms, on the injected clock) at which `tick` has work."""
@@ -121,13 +129,19 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
 
     # -- loading ------------------------------------------------------------------------------
 
-    def replay(self, records: Iterable[tuple[bytes | bytearray | memoryview, bytes | bytearray | memoryview | None]]
-               ) -> None:
+    def replay(self, records: Iterable[ReplayItem]) -> None:
         """Rebuild every group and offset from the partition's records, oldest first.
 
         Replaces whatever the shard held. As in Kafka, groups with members come back Stable in
         their generation, with sessions starting now; groups known only by offsets come back
         Empty. Records this shard cannot decode are skipped and counted in `skipped_records`.
+
+        Records are (key, value) pairs, or for a transactional batch `TxnRecord`s with the
+        producer id: their offset commits stay pending until the producer's `TxnMarker` (the
+        control record), which commits them (each unless a later write committed that
+        partition) or drops them; a plain tombstone drops the pending offsets of its partition
+        too (Kafka's OffsetMetadataManager.replay / replayEndTransactionMarker). Offsets still
+        pending at the end are the open transactions' (OffsetFetch does not show them).
         """
         now = self._now()
         for group in self.groups.values():
@@ -135,7 +149,8 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
         self.groups.clear()
         self._reset_consumer_groups()
         self.timers.clear()
-        self._records.clear()
+        self._clear_output()
+        self._reset_txn_offsets()
         self._foreign.clear()
         self.skipped_records = 0
         self.active = True
@@ -143,10 +158,36 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
         # Only the last value of each key matters; re-inserting a key moves it to the end, so
         # the dict iterates in order of last write (which settles keys written in two versions).
         latest: dict[bytes, bytes | None] = {}
-        for key, value in records:
+        order: dict[bytes, int] = {}  # each key's position in the log (offset commits' only)
+        pending: dict[int, dict[bytes, tuple[bytes, int]]] = {}  # producer -> key -> (value, position)
+        n = 0
+        for item in records:
+            n += 1
+            if isinstance(item, TxnMarker):
+                entries = pending.pop(item.producer_id, None)
+                if entries and item.commit:
+                    for k, (v, o) in entries.items():
+                        if latest.get(k) is None or o > order[k]:
+                            latest.pop(k, None)
+                            latest[k] = v
+                            order[k] = o
+                continue
+            if isinstance(item, TxnRecord):
+                if item.value is not None and is_offset_commit_key(item.key):
+                    pending.setdefault(item.producer_id, {})[bytes(item.key)] = (bytes(item.value), n)
+                    continue
+                key, value = item.key, item.value  # (another record type: applied at once, as Kafka does)
+            else:
+                key, value = item
             k = bytes(key)
             latest.pop(k, None)
             latest[k] = None if value is None else bytes(value)
+            if is_offset_commit_key(k):
+                order[k] = n
+                if value is None:
+                    for entries in pending.values():
+                        entries.pop(k, None)
+        self._order = n
 
         offsets: dict[str, dict[tuple[str, int], bytes | None]] = {}
         metadata: dict[str, bytes | None] = {}
@@ -158,6 +199,8 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
                 continue
             if type(key_obj) is OffsetCommitKey:
                 offsets.setdefault(key_obj.group, {})[(key_obj.topic, key_obj.partition)] = value
+                if value is not None:
+                    self._offset_order[key_obj] = order[k]
             elif type(key_obj) is GroupMetadataKey:
                 metadata[key_obj.group] = value
             elif value is not None:
@@ -193,12 +236,32 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
                 owner = self.groups[group_id] = Group(group_id, EMPTY, now)
             owner.offsets = live
 
+        for producer_id, entries in pending.items():
+            for k, (raw, o) in entries.items():
+                try:
+                    pkey = decode_key(k)
+                    pvalue = decode_offset_commit_value(raw)
+                except RecordDecodeError:
+                    self.skipped_records += 1
+                    continue
+                assert type(pkey) is OffsetCommitKey
+                group_id = pkey.group
+                self.pending_txn_offsets.setdefault(producer_id, {})[pkey] = PendingOffset(pvalue, o)
+                self._open_txns.setdefault(group_id, set()).add(producer_id)
+                if group_id not in self.groups:
+                    self.groups[group_id] = Group(group_id, EMPTY, now)  # Kafka's "simple" group
+
         for group in list(self.groups.values()):
             self._on_group_loaded(group, now)
         self.timers.set(("retention",), now + self.config.offsets_retention_check_interval_ms)
 
     def compact_view(self) -> list[Record]:
-        """The live records, one per key: the log rewritten to just these replays to the same state."""
+        """The live records, one per key: the log rewritten to just these replays to the same state.
+
+        Not while a transaction holds pending offsets (RuntimeError): compact only when
+        `has_pending_transactions` is false."""
+        if self.has_pending_transactions:
+            raise RuntimeError("a transaction holds pending offsets: the log cannot be compacted now")
         out: list[Record] = []
         for group_id, group in self.groups.items():
             if group.persisted is not None:
@@ -216,6 +279,7 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
             self._fail_pending_calls(group, ErrorCode.NOT_COORDINATOR)
         self.groups.clear()
         self._reset_consumer_groups()
+        self._reset_txn_offsets()
         self.timers.clear()
         self.active = False
 

@@ -46,6 +46,7 @@ from samsa.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    txn_offset_commit,
 )
 
 HANDLER_MODULES = [
@@ -78,6 +79,7 @@ HANDLER_MODULES = [
     leave_group,
     offset_commit,
     offset_fetch,
+    txn_offset_commit,
     list_groups,
     describe_groups,
     delete_groups,

@@ -3,6 +3,11 @@
 Authorization (as Kafka's): DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and the
 offsets of a topic are shown only with DESCRIBE on it: asked for by name, an unauthorized
 topic's partitions answer TOPIC_AUTHORIZATION_FAILED; asked for all, they are left out.
+
+`require_stable` (v7+, sent by read_committed consumers) reaches the shard with the request: a
+partition with a pending transactional offset (TxnOffsetCommit, not yet committed or aborted by
+its marker) answers UNSTABLE_OFFSET_COMMIT, which clients retry; without it the pending offset
+is simply not shown.
 """
 
 from __future__ import annotations

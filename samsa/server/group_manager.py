@@ -31,7 +31,15 @@ Compaction "by snapshot": when a partition's log holds many more records than th
 live state, the manager rolls the log, appends the live records again, and moves the log
 start offset to them; whole old segments are then deleted by retention. Replaying the log
 from its start gives the same state, so committed offsets survive restarts and kill -9 while
-the topic stays bounded.
+the topic stays bounded. A partition is not compacted while a transaction holds pending
+offsets in it (Kafka's cleaner stops at the first unstable offset likewise).
+
+Transactions: a TxnOffsetCommit's records are appended as a transactional batch of the
+producer (its id and epoch, base sequence -1, the transactional attribute), as Kafka's
+coordinator writes them; the offsets stay pending in the shard until the producer's marker is
+appended to the partition (`on_txn_marker`, called by the WriteTxnMarkers path). Loading reads
+the batch headers too: records of a transactional batch are replayed as pending until that
+producer's control record.
 """
 
 from __future__ import annotations
@@ -43,11 +51,11 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from samsa.config import BrokerConfig
-from samsa.coordinator.base import CoordinatorConfig
-from samsa.coordinator.records import partition_for
+from samsa.coordinator.base import CoordinatorConfig, OutBatch
+from samsa.coordinator.records import TxnMarker, TxnRecord, decode_control_key, partition_for
 from samsa.coordinator.shard import GroupCoordinatorShard
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.protocol.records import build_batch, iter_all_records, scan_batches
+from samsa.protocol.records import build_batch, decode_records, scan_batches
 from samsa.server.admin import AdminManager
 from samsa.server.cluster import ClusterView
 from samsa.server.purgatory import DelayedOperation, Purgatory
@@ -172,7 +180,7 @@ class GroupManager:
             log.exception("unloading the group coordinator of %s-%d failed", OFFSETS_TOPIC, shard.partition)
         finally:
             self._running = False
-            shard.drain_records()
+            shard.drain_batches()
             answers, self._answers = self._answers, []
         for pending, body in answers:
             pending.complete(body)
@@ -191,6 +199,9 @@ class GroupManager:
 
     @staticmethod
     def _read_records(partition: Partition) -> Any:
+        """The partition's records for `GroupCoordinatorShard.replay`, oldest first: (key, value),
+        a `TxnRecord` for each record of a transactional batch, a `TxnMarker` for each
+        transaction marker (control batch)."""
         lg = partition.log
         offset = lg.log_start_offset
         while offset < lg.log_end_offset:
@@ -201,10 +212,19 @@ class GroupManager:
             headers = scan_batches(data, verify_crc=False, allow_partial_tail=True)
             if not headers:
                 break
-            whole = headers[-1][0] + headers[-1][1].size
-            for r in iter_all_records(memoryview(data)[:whole], verify_crc=False):
-                if r.offset >= offset and r.key is not None:
-                    yield r.key, r.value
+            view = memoryview(data)
+            for pos, h in headers:
+                records = decode_records(view[pos:pos + h.size], h, verify_crc=False)
+                if h.is_control:
+                    for r in records:
+                        commit = None if r.key is None or r.offset < offset else decode_control_key(r.key)
+                        if commit is not None and h.producer_id >= 0:
+                            yield TxnMarker(h.producer_id, commit)
+                    continue
+                txn = h.is_transactional and h.producer_id >= 0
+                for r in records:
+                    if r.offset >= offset and r.key is not None:
+                        yield TxnRecord(r.key, r.value, h.producer_id) if txn else (r.key, r.value)
             offset = headers[-1][1].next_offset
 
     def _topic_name_for_id(self, topic_id: bytes) -> str | None:
@@ -298,10 +318,15 @@ class GroupManager:
         out (every record written so far is on every in-sync replica: Kafka's acks=all for group
         writes; also after an operation that wrote nothing, as Kafka defers a write's answer
         behind earlier writes), or None when there is nothing to wait for."""
-        records = shard.drain_records()
+        batches = shard.drain_batches()
         required = None
-        if records:
-            self._append(shard.partition, records)
+        for i, batch in enumerate(batches):
+            try:
+                self._append(shard.partition, batch.records, batch)
+            except Exception:
+                for unwritten in batches[i:]:
+                    shard.revert_txn_batch(unwritten)
+                raise
         partition = self.broker.replicas.get(OFFSETS_TOPIC, shard.partition)
         if partition is not None and partition.is_leader and partition.hw < partition.log.log_end_offset:
             required = partition.log.log_end_offset
@@ -318,12 +343,17 @@ class GroupManager:
         self.broker.purgatory.try_complete_else_watch(DelayedGroupWrite(timeout_ms, partition, required, answers),
                                                       [partition])
 
-    def _append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _append(self, index: int, records: list[tuple[bytes, bytes | None]], batch: OutBatch | None = None) -> None:
+        """Append `records` as one batch: plain, or transactional of `batch`'s producer."""
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
         if partition is None or not partition.is_leader:
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"{OFFSETS_TOPIC}-{index} is not led here")
         ts = now_ms()
-        buf = bytearray(build_batch([(k, v, [], ts) for k, v in records]))
+        if batch is not None and batch.producer_id >= 0:
+            buf = bytearray(build_batch([(k, v, [], ts) for k, v in records], producer_id=batch.producer_id,
+                                        producer_epoch=batch.producer_epoch, base_sequence=-1, transactional=True))
+        else:
+            buf = bytearray(build_batch([(k, v, [], ts) for k, v in records]))
         outcome = partition.append(buf, scan_batches(buf), log_append_time=False)
         if outcome.error != 0:
             raise KafkaError(outcome.error, outcome.message)
@@ -357,7 +387,18 @@ class GroupManager:
     def on_txn_marker(self, index: int, producer_id: int, producer_epoch: int, commit: bool) -> None:
         """A transaction marker of `producer_id` was appended to `__consumer_offsets-<index>`
         (this broker leads it): its pending transactional offset commits become committed
-        (`commit`) or are dropped. (Stub until TxnOffsetCommit lands.)"""
+        (`commit`) or are dropped (Kafka's GroupCoordinator.onTransactionCompleted). Writes
+        nothing; without a shard for the partition (not loaded yet) there is nothing to do: the
+        load replays the marker from the log."""
+        shard = self.shards.get(index)
+        if shard is None:
+            return
+        log.debug("%s %s-%d: transaction of producer %d (epoch %d) %s", "marker", OFFSETS_TOPIC, index,
+                  producer_id, producer_epoch, "committed" if commit else "aborted")
+        error = self._run(shard, lambda: shard.complete_txn(producer_id, commit))
+        if error is not None:
+            log.error("completing the transaction of producer %d on %s-%d failed", producer_id, OFFSETS_TOPIC,
+                      index, exc_info=error)
 
     # -- compaction ----------------------------------------------------------------------------
 
@@ -372,8 +413,8 @@ class GroupManager:
         for index, shard in self.shards.items():
             partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
             total = self.appended.get(index, 0)
-            if partition is None or partition.log.segment_count < 2 or total == 0:
-                continue
+            if partition is None or partition.log.segment_count < 2 or total == 0 or shard.has_pending_transactions:
+                continue  # (pending offsets: their transactional records and markers are what a replay needs)
             live = shard.compact_view()
             if (total - len(live)) / total <= ratio:
                 continue
