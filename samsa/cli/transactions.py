@@ -83,10 +83,21 @@ def _base_flags(p: ArgumentParser, default: Any) -> None:
                    help="client properties file (security.protocol, ssl.*, sasl.*, default.api.timeout.ms)")
 
 
+_EXAMPLES = """examples:
+  samsa transactions --bootstrap-server localhost:9092 list
+  samsa transactions --bootstrap-server localhost:9092 describe --transactional-id my-app
+  samsa transactions --bootstrap-server localhost:9092 describe-producers --topic t --partition 0
+  samsa transactions --bootstrap-server localhost:9092 find-hanging --broker-id 0
+  samsa transactions --bootstrap-server localhost:9092 abort --topic t --partition 0 --start-offset 42
+
+Run `samsa transactions COMMAND --help` for a command's flags."""
+
+
 def build_parser() -> ArgumentParser:
-    p = ArgumentParser(prog="samsa transactions", description=(
-        "Inspect the transactional state of producers (like kafka-transactions.sh): list and describe "
-        "transactions, describe a partition's producers, find hanging transactions and abort them."))
+    p = ArgumentParser(prog="samsa transactions", formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Inspect the transactional state of producers (like kafka-transactions.sh): "
+                       "list and describe\ntransactions, describe a partition's producers, find hanging transactions "
+                       "and abort them.", epilog=_EXAMPLES)
     p.add_argument("-v", "--version", action="store_true", help="print Samsa's version and exit")
     _base_flags(p, None)
     # The base flags are accepted after the command too (without overriding ones given before it).

@@ -15,6 +15,7 @@ waiting.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -269,6 +270,20 @@ def test_a_broker_without_describe_producers_is_named_so(broker: BrokerProcess, 
                     "leader: The node does not support DESCRIBE_PRODUCERS.")
 
 
+def test_a_silent_server_times_out_after_default_api_timeout_ms(tmp_path: Path) -> None:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        bootstrap = f"127.0.0.1:{server.getsockname()[1]}"
+        config = tmp_path / "admin.properties"
+        config.write_text("default.api.timeout.ms=1500\n")
+        start = time.monotonic()
+        line = one_line_error(samsa("transactions", "--bootstrap-server", bootstrap, "--command-config", str(config),
+                                    "list"))
+        assert line == f"samsa transactions: error: request to {bootstrap} failed: timed out", line
+        assert time.monotonic() - start < 8
+
+
 # --- needing the log side (DescribeProducers, WriteTxnMarkers) ------------------------------------------
 GHOST_PID = 7_000_001  # a producer id no coordinator handed out (the counter starts at 0)
 
@@ -378,3 +393,4 @@ def test_find_hanging_then_abort(broker: BrokerProcess, topic_name: str) -> None
     rc, out, err = txn(broker, "describe", "--transactional-id", "tool-stray")
     assert rc == 0, err
     assert table(out, DESCRIBE_HEADERS)[0][4::4] == ["Ongoing", f"{topic_name}-1"]
+
