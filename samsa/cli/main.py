@@ -19,6 +19,8 @@ TOOLS: dict[str, tuple[str, str]] = {
     "consumer-groups": ("samsa.cli.consumer_groups", "list, describe, reset and delete consumer groups"),
     "configs": ("samsa.cli.configs", "describe and alter topic and broker configs"),
     "acls": ("samsa.cli.acls", "add, remove and list ACLs"),
+    "transactions": ("samsa.cli.transactions",
+                     "list and describe transactions and producers; find and abort hanging transactions"),
     "leader-election": ("samsa.cli.leader_election", "run preferred or unclean leader elections"),
     "reassign-partitions": ("samsa.cli.reassign_partitions",
                             "generate, execute, verify and cancel partition reassignments"),
