@@ -10,7 +10,9 @@
 #   C:               gcc, libc6-dev (and python3-dev for Debian's python): the compiled record walker
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
-#   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs)
+#   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs);
+#                    compat/node-rdkafka/node_modules (node-rdkafka, which compiles its bundled
+#                    librdkafka with g++: about 2-3 minutes, once)
 #
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -134,6 +136,21 @@ if [ -f compat/kafkajs/package-lock.json ]; then
     (cd compat/kafkajs && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 else
     (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+fi
+
+# --- node-rdkafka (the transaction tests): compiled once, kept while its lock file is unchanged ---
+NRD=compat/node-rdkafka
+NRD_STAMP="$(sha256sum "$NRD/package-lock.json" | cut -d' ' -f1)"
+if [ -f "$NRD/node_modules/node-rdkafka/build/Release/node-librdkafka.node" ] \
+        && [ "$(cat "$NRD/node_modules/.samsa-built" 2>/dev/null)" = "$NRD_STAMP" ]; then
+    step "npm: compat/node-rdkafka already built"
+else
+    if ! command -v g++ >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
+        apt_install g++ make
+    fi
+    step "npm: building compat/node-rdkafka (librdkafka from source, a few minutes)"
+    (cd "$NRD" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$NRD_STAMP" > "$NRD/node_modules/.samsa-built"
 fi
 
 KCAT_VERSION="$(kcat -V 2>/dev/null | sed -n 's/^Version \([^ ]*\) .*librdkafka \([0-9.]*\).*/\1 (librdkafka \2)/p')"

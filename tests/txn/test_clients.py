@@ -163,3 +163,29 @@ def test_kafkajs_transactions(broker: BrokerProcess, topic_name: str, kafkajs_ru
     committed = check.committed([TopicPartition(f"{topic_name}-in", 0)], timeout=10)
     check.close()
     assert committed[0].offset == 10
+
+
+NODE_RDKAFKA_TXN = Path(__file__).resolve().parents[2] / "compat" / "node-rdkafka" / "txn.js"
+
+
+def test_node_rdkafka_transactions(broker: BrokerProcess, topic_name: str, kafkajs_runner: list[str]) -> None:
+    if not (NODE_RDKAFKA_TXN.parent / "node_modules" / "node-rdkafka" / "build" / "Release").is_dir():
+        raise AssertionError("compat/node-rdkafka is not built: run scripts/install-deps.sh")
+    make_topics(broker.bootstrap, topic_name, f"{topic_name}-in", f"{topic_name}-out")
+    spec = {"bootstrap": broker.bootstrap, "topic": topic_name, "input": f"{topic_name}-in",
+            "output": f"{topic_name}-out", "group": f"{topic_name}-g", "count": 10}
+    proc = subprocess.run([kafkajs_runner[0], str(NODE_RDKAFKA_TXN), json.dumps(spec)], capture_output=True,
+                          text=True, timeout=120)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    assert lines, f"node-rdkafka printed nothing (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    out = json.loads(lines[-1])
+    assert "error" not in out, out["error"]
+    assert out["committed"] == [f"c{i}" for i in range(10)] + ["end"]
+    assert out["uncommitted"] == [f"c{i}" for i in range(10)] + [f"a{i}" for i in range(10)] + ["end"]
+    assert out["copied"] == 10
+    assert sorted(read_values(broker.bootstrap, f"{topic_name}-out", "read_committed", 10)) == sorted(
+        f"out-in{i}".encode() for i in range(10))
+    check = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{topic_name}-g"})
+    committed = check.committed([TopicPartition(f"{topic_name}-in", 0)], timeout=10)
+    check.close()
+    assert committed[0].offset == 10
