@@ -96,9 +96,9 @@ class TxnHost(FetcherHost, Protocol):
     def endpoints(self, listener_name: str) -> list[tuple[int, str, int, str | None]]: ...
 
 
-# The in-process writer of markers (server/txn_markers.py, set by the broker): the markers of a
-# WriteTxnMarkers request body -> {(topic, partition): error} once written and replicated.
-LocalMarkerWriter = Callable[[list[dict[str, Any]]], Awaitable[dict[tuple[int, str, int], ErrorCode]]]
+# The in-process writer of markers (server/txn_markers.py, set by the broker): one marker, as a
+# WriteTxnMarkers request has it -> {(topic, partition): error} once written and replicated.
+LocalMarkerWriter = Callable[[dict[str, Any]], Awaitable[dict[TopicPartition, ErrorCode]]]
 
 
 class TransactionManager:
@@ -492,8 +492,7 @@ class TransactionManager:
             writer = self.write_local_markers
             if writer is None:
                 return {tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in tps}
-            got = await writer([marker])
-            return {(t, p): code for (_, t, p), code in got.items()}
+            return await writer(marker)
         try:
             resp = await self.channels.request(node, WRITE_TXN_MARKERS, 1, {"markers": [marker]}, lane="markers")
         except (OSError, TimeoutError, EOFError, ConnectionError, asyncio.IncompleteReadError):
