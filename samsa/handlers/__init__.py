@@ -20,6 +20,7 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_user_scram_credentials,
     elect_leaders,
     fetch,
@@ -41,6 +42,7 @@ from samsa.handlers import (
     sasl_authenticate,
     sasl_handshake,
     sync_group,
+    write_txn_markers,
 )
 
 HANDLER_MODULES = [
@@ -85,4 +87,6 @@ HANDLER_MODULES = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    write_txn_markers,
+    describe_producers,
 ]
