@@ -84,7 +84,7 @@ def committed_values(records: bytes, aborted: list[Any] | None) -> list[bytes | 
     """The values a read_committed consumer hands the application from one fetch answer: it
     skips control batches and, from an aborted transaction's first offset until that
     producer's ABORT marker, the producer's transactional batches (Kafka's Fetcher)."""
-    pending = sorted(((a.first_offset, a.producer_id) for a in (aborted or [])))
+    pending = sorted((a.first_offset, a.producer_id) for a in (aborted or []))
     skipping: set[int] = set()
     out: list[bytes | None] = []
     for h, raw in batches(records):
