@@ -22,6 +22,7 @@ from samsa.handlers import (
     describe_cluster,
     describe_configs,
     describe_groups,
+    describe_producers,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
@@ -47,6 +48,7 @@ from samsa.handlers import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 
 HANDLER_MODULES = [
@@ -97,4 +99,6 @@ HANDLER_MODULES = [
     alter_client_quotas,
     describe_user_scram_credentials,
     alter_user_scram_credentials,
+    write_txn_markers,
+    describe_producers,
 ]

@@ -4,7 +4,13 @@ A partition's data is a byte range of one segment, sent with sendfile. Limits ar
 `partition_max_bytes` per partition and `max_bytes` for the response, except that the first
 partition with data returns at least its first whole batch so a consumer can always make
 progress (KIP-74); a consumer's `max_bytes` is capped by the broker's `fetch.max.bytes`.
-Consumers read up to the high watermark only.
+Consumers read up to the high watermark only; with `isolation_level` 1 (READ_COMMITTED) up to
+the last stable offset (`Partition.last_stable_offset`: no record of an undecided transaction),
+and each partition with records then carries the aborted transactions overlapping them
+(`aborted_transactions`, from the segments' transaction indexes) so the consumer drops their
+records. Every entry says the partition's `last_stable_offset`. A partition that never saw a
+transaction costs nothing more either way: its LSO is its high watermark, and a log without
+aborts answers the lookup at once.
 
 Fetch sessions (KIP-227, `server/fetch_sessions.py`): a fetch that opens or continues a
 session reads every partition of the session (those it names at their new positions, the
@@ -17,7 +23,9 @@ log end offset. Only the leader serves either kind (NOT_LEADER_OR_FOLLOWER); a
 `current_leader_epoch` older than the leader's is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH.
 
 A fetch that cannot be answered yet waits in the purgatory as a `DelayedFetch`, watched under
-the partitions it waits on; no task or timer of its own.
+the partitions it waits on; no task or timer of its own. A read_committed fetch waits for the
+last stable offset to move, which happens only with the high watermark or an append (a marker),
+both of which wake it.
 
 Authorization (as Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on
 the cluster; otherwise the partitions answer TOPIC_AUTHORIZATION_FAILED.
@@ -34,6 +42,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from samsa.protocol.batch import ATTR_CONTROL
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
@@ -50,8 +59,13 @@ API_KEY = 1
 MIN_VERSION = 4
 MAX_VERSION = 12
 
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
 # What `_read` returns: the topics' entries, the bytes found, the partitions with nothing to
 # read yet, whether any partition had an error.
+_ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes (int16 at 21)
+
 ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool]
 
 
@@ -101,11 +115,12 @@ def _positions(req: Any, waitable: list[Partition]) -> dict[Partition, tuple[int
 class _SessionRequest:
     """A fetch request as a session sees it: its own limits, the session's partitions."""
 
-    __slots__ = ("max_bytes", "max_wait", "min_bytes", "replica_id", "topics")
+    __slots__ = ("isolation_level", "max_bytes", "max_wait", "min_bytes", "replica_id", "topics")
 
     def __init__(self, req: Any, topics: list[Any]) -> None:
         self.max_bytes, self.max_wait, self.min_bytes = req.max_bytes, req.max_wait, req.min_bytes
         self.replica_id = getattr(req, "replica_id", -1)
+        self.isolation_level = getattr(req, "isolation_level", READ_UNCOMMITTED)
         self.topics = topics
 
 
@@ -118,8 +133,8 @@ class DelayedFetch(DelayedResponse):
     waking append just wrote, from memory (`FetchTailFrame`), whenever they are exactly what the
     general path would return; the general path (`read`: `_read` again) answers otherwise."""
 
-    __slots__ = ("answer", "ctx", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition", "plan",
-                 "positions", "read", "req", "tail")
+    __slots__ = ("answer", "committed", "ctx", "fetch_offset", "hws", "leader_epoch", "max_bytes", "partition",
+                 "plan", "positions", "read", "req", "tail")
 
     def __init__(self, req: Any, waitable: list[Partition], read: Callable[[], ReadResult], header: RequestHeader,
                  plan: FetchPlan | None = None, positions: dict[Partition, tuple[int, int]] | None = None,
@@ -132,6 +147,7 @@ class DelayedFetch(DelayedResponse):
         self.positions = positions
         self.answer: Any = None
         follower = getattr(req, "replica_id", -1) >= 0
+        self.committed = not follower and getattr(req, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
         # A follower also returns when a high watermark moves, so it learns the new one at once
         # (a leader elected later starts from it).
         self.hws = {(p.topic, p.index): p.hw for p in waitable} if follower else None
@@ -154,13 +170,16 @@ class DelayedFetch(DelayedResponse):
         if tail is not None:
             # The batch the waking append just wrote, when that is exactly what `_read` would
             # return: at this fetch's offset, the high watermark now at the append's end, the
-            # batch within the byte limits. The bytes come from memory, already in the log: no
-            # read back, no general encoder.
+            # batch within the byte limits, no transaction undecided (the LSO is the high
+            # watermark) and, read_committed, not a marker (whose abort the answer would name).
+            # The bytes come from memory, already in the log: no read back, no general encoder.
             partition = self.partition
             appended = partition.just_appended
             if (appended is not None and appended[0] == self.fetch_offset and appended[1] == partition.hw
                     and self.req.min_bytes <= len(appended[2]) <= self.max_bytes and partition.is_leader
-                    and (self.leader_epoch < 0 or self.leader_epoch == partition.leader_epoch)):
+                    and (self.leader_epoch < 0 or self.leader_epoch == partition.leader_epoch)
+                    and not partition.log.producers.has_unstable
+                    and not (self.committed and appended[2][_ATTRIBUTES_LOW] & ATTR_CONTROL)):
                 self.answer = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
                 return True
         # Otherwise (or fenced meanwhile) the general path: what `_read` finds now.
@@ -190,7 +209,7 @@ class DelayedFetch(DelayedResponse):
         if hws is not None:  # a follower: up to the log end, and told of a new high watermark
             news = p.log.log_end_offset > offset or p.hw != hws.get((p.topic, p.index), p.hw)
         else:
-            news = p.hw > offset
+            news = (p.last_stable_offset if self.committed else p.hw) > offset
         if not news:
             return False
         return self.req.min_bytes <= 1 or self.try_complete()
@@ -221,6 +240,7 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     replica_id = getattr(req, "replica_id", -1)
     follower = replica_id >= 0
+    committed = not follower and getattr(req, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
     live = ctx.cluster.brokers.__contains__
     replicas = ctx.replicas
     total = 0
@@ -252,15 +272,16 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             if follower and first:
                 partition.update_follower(replica_id, fp.fetch_offset, live, getattr(fp, "log_start_offset", -1))
             hw = partition.high_watermark
+            lso = partition.last_stable_offset
             log = partition.log
-            entry = _part(fp.partition, ErrorCode.NONE, hw, log.log_start_offset)
+            entry = _part(fp.partition, ErrorCode.NONE, hw, log.log_start_offset, lso)
             limit = min(fp.partition_max_bytes, budget - total)
             if limit <= 0 and total > 0:
                 parts.append(entry)
                 continue
             try:
-                sl = log.read(fp.fetch_offset, max(limit, 0), max_offset=None if follower else hw,
-                              min_one_batch=(total == 0))
+                sl = log.read(fp.fetch_offset, max(limit, 0),
+                              max_offset=None if follower else lso if committed else hw, min_one_batch=(total == 0))
             except OffsetOutOfRange:
                 errors = True
                 parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset))
@@ -280,6 +301,10 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             if sl is not None and sl.size > 0:
                 entry["records"] = sl
                 total += sl.size
+                if committed:
+                    entry["aborted_transactions"] = [
+                        {"producer_id": pid, "first_offset": first}
+                        for pid, first in log.collect_aborted_transactions(fp.fetch_offset, lso)]
             else:
                 waitable.append(partition)
             parts.append(entry)
@@ -295,12 +320,12 @@ def _denied_topics(ctx: RequestContext, req: Any, follower: bool) -> set[str]:
     return {t.topic for t in req.topics if not ctx.authorize(Op.READ, ResourceType.TOPIC, t.topic)}
 
 
-def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict[str, Any]:
+def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, lso: int | None = None) -> dict[str, Any]:
     return {
         "partition_index": index,
         "error_code": int(code),
         "high_watermark": hw,
-        "last_stable_offset": hw,
+        "last_stable_offset": hw if lso is None else lso,
         "log_start_offset": log_start,
         "aborted_transactions": None,
         "preferred_read_replica": -1,

@@ -1,6 +1,7 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset at or
-after a timestamp. "Latest" is the high watermark: the end a consumer can actually read to. DESCRIBE on the
-topic is needed (TOPIC_AUTHORIZATION_FAILED).
+after a timestamp. "Latest" is the end a consumer can actually read to: the high watermark, or
+with `isolation_level` 1 (READ_COMMITTED, v2+) the last stable offset. DESCRIBE on the topic is
+needed (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -23,7 +24,11 @@ EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
 
 
+READ_COMMITTED = 1
+
+
 def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req.topics:
         parts = []
@@ -33,12 +38,14 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
                  "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
             continue
         for p in t.partitions:
-            parts.append(_one(ctx, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1)))
+            parts.append(_one(ctx, t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1),
+                              committed))
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time": 0, "topics": topics}
 
 
-def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: int = -1) -> dict[str, Any]:
+def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: int = -1,
+         committed: bool = False) -> dict[str, Any]:
     partition = ctx.replicas.get(topic, index)
     if partition is None:
         known = topic in ctx.topics and index in ctx.topics[topic].partitions
@@ -56,7 +63,7 @@ def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: in
         return {"partition_index": index, "error_code": int(ErrorCode.OFFSET_NOT_AVAILABLE),
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
     if ts == LATEST or ts == LATEST_TIERED:
-        offset, found_ts = partition.high_watermark, -1
+        offset, found_ts = partition.last_stable_offset if committed else partition.high_watermark, -1
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         offset, found_ts = log.log_start_offset, -1
     elif ts == MAX_TIMESTAMP:

@@ -42,6 +42,7 @@ from samsa.handlers import HANDLER_MODULES
 from samsa.metadata import zkdata
 from samsa.metadata.embedded import EmbeddedStore
 from samsa.metadata.store import ConnectionLost, MetadataStore, NodeExists, StoreError
+from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import BurstLog
 from samsa.server import sasl, tls
 from samsa.server.admin import AdminManager
@@ -66,6 +67,7 @@ from samsa.server.scram import ScramCredentials
 from samsa.server.session_guard import SessionGuard
 from samsa.server.topics import Topic
 from samsa.server.txn_manager import TXN_TOPIC, TransactionManager
+from samsa.server.txn_markers import TxnMarker, write_markers
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import is_log_dir_failure
@@ -204,6 +206,7 @@ class Broker:
         self._saved_hw = await self.loop.run_in_executor(None, load)
         self.services = self._services()
         self.dispatcher = Dispatcher(self.services, HANDLER_MODULES)
+        self.transactions.write_local_markers = self._write_local_marker
 
     def _services(self) -> BrokerServices:
         """What request handlers may use (their `RequestContext`): built once, here."""
@@ -216,6 +219,16 @@ class Broker:
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
             persist_log_start_offsets=self.persist_log_start_offsets, transactions=self.transactions,
             authorizer=self.authorizer)
+
+    async def _write_local_marker(self, marker: dict[str, Any]) -> dict[tuple[str, int], ErrorCode]:
+        """The transaction coordinator's markers for partitions this broker leads: written in
+        process, as WriteTxnMarkers would (server/txn_markers.py)."""
+        parts = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
+        done = await write_markers(self.services, [TxnMarker(marker["producer_id"], marker["producer_epoch"],
+                                                             marker["transaction_result"], marker["coordinator_epoch"],
+                                                             parts)],
+                                   timeout_ms=int(self.config.get("request.timeout.ms")))
+        return done[0]
 
     def persist_log_start_offsets(self) -> asyncio.Future[None]:
         """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""

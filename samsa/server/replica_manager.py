@@ -1,14 +1,20 @@
 """The partitions this broker hosts: roles, append, the high watermark, waking waiters.
 
-A `Partition` owns its log (a `PartitionLog`), its producer-state window (idempotence) and its role, taken from
-the partition's state in the metadata store (`apply_state`): leader, follower, or neither
-(offline, or fenced after this broker lost its ZooKeeper session).
+A `Partition` owns its log (a `PartitionLog`, which holds the producer state: idempotence and
+transactions) and its role, taken from the partition's state in the metadata store
+(`apply_state`): leader, follower, or neither (offline, or fenced after this broker lost its
+ZooKeeper session).
 
 As leader it appends producer batches stamped with its leader epoch, tracks what each
 follower has from their fetches (`update_follower`), moves the high watermark to the minimum
 log end offset over the ISR, and proposes ISR changes (a follower that falls more than
 `replica.lag.time.max.ms` behind leaves; one that catches up re-joins) through `isr_writer`,
 which writes them to the store with compare-and-set, so a deposed leader cannot.
+
+Transactions: as leader it appends the markers WriteTxnMarkers asks for
+(`write_txn_marker`: a control batch, server/txn_markers.py); as follower it applies the
+leader's markers as they come, so both hold the same open transactions and aborted-transaction
+index. The last stable offset is min(first unstable offset, high watermark) on either.
 
 As follower it appends what the replica fetcher brings (offsets and epochs as the leader
 wrote them) and takes the leader's high watermark. Waiting fetches, acks=all produces and group
@@ -24,17 +30,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from samsa.controller.decisions import FollowerState, can_join_isr, new_high_watermark, out_of_sync_replicas
 from samsa.metadata.zkdata import PartitionState
-from samsa.protocol.batch import BatchHeader
+from samsa.protocol.batch import ATTR_CONTROL, BatchHeader, parse_header
+from samsa.protocol.control import marker_batch
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.purgatory import Purgatory
 from samsa.storage.errors import StorageError
 from samsa.storage.partition_log import PartitionLog
-from samsa.storage.producer_state import Duplicate, ProducerStateManager, SequenceError
+from samsa.storage.producer_state import CompletedTxn, Duplicate, ProducerStateManager, SequenceError, replay_batch
+from samsa.storage.txn_index import AbortedTxn
 
 # One line per log dir per interval, with a count: a full disk fails every produce.
 _storage_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=10.0)
@@ -88,7 +97,6 @@ class Partition:
         # the leader epoch it was proposed in.
         self.pending_isr: list[int] | None = None
         self.pending_isr_epoch = -1
-        self.producers = ProducerStateManager()
         self.purgatory = purgatory  # where operations waiting on this partition are
         # Told of an OSError met in this partition's log (the broker's log-dir failure handling).
         self.on_storage_error: Callable[[Path, OSError], None] | None = None
@@ -100,19 +108,28 @@ class Partition:
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
 
-    def load_producer_state(self, tail_bytes: int = 4 << 20) -> int:
-        """Rebuild the idempotence window from the batch headers at the tail of the log.
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The producer state (the log's: it is rebuilt and snapshotted with the log)."""
+        return self.log.producers
 
-        Kafka keeps producer-state snapshots; the last few MB of the active segment hold every
-        batch a retrying producer can still resend (its window is five batches), so reading
-        their headers after a restart is enough. Returns the number of batches read.
-        """
-        n = 0
-        for h in self.log.tail_batch_headers(tail_bytes):
-            if h.producer_id >= 0:
-                self.producers.record(h, h.base_offset)
-            n += 1
-        return n
+    def load_producer_state(self) -> int:
+        """Rebuild the producer state from the log (its newest snapshot, then the batch headers
+        after it); returns the number of batches replayed. Runs off the event loop."""
+        return self.log.load_producer_state()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first unstable offset (an open transaction, or a decided one whose
+        marker is above the high watermark), at most the high watermark. A read_committed
+        consumer reads up to it."""
+        hw = self.hw
+        producers = self.log.producers
+        if not producers.has_unstable:
+            return hw
+        producers.on_high_watermark(hw)
+        first = producers.first_unstable_offset()
+        return hw if first is None or first > hw else first
 
     @property
     def high_watermark(self) -> int:
@@ -250,6 +267,7 @@ class Partition:
         hw = min(hw, self.log.log_end_offset)
         if hw != self.hw:
             self.hw = hw
+            self.log.producers.on_high_watermark(hw)
             self.wake(data=True)
             return True
         return False
@@ -258,6 +276,7 @@ class Partition:
         hw = min(leader_hw, self.log.log_end_offset)
         if hw != self.hw:
             self.hw = hw
+            self.log.producers.on_high_watermark(hw)
 
     @property
     def log_start_offset(self) -> int:
@@ -279,26 +298,67 @@ class Partition:
         try:
             result = self.log.append(buf, headers, now_ms=now_ms(), log_append_time=log_append_time,
                                      leader_epoch=max(self.leader_epoch, 0))
-        except StorageError as e:
-            code = ErrorCode[e.kafka_error] if e.kafka_error else ErrorCode.KAFKA_STORAGE_ERROR
-            return AppendOutcome(code, message=str(e))
-        except OSError as e:  # the disk refused (full, read-only, failing): nothing was appended
-            _storage_log.warning(f"append {self.log.dir.parent}", "Cannot append to %s: %s; answering "
-                                 "KAFKA_STORAGE_ERROR (nothing was written)", self.log.dir, e)
-            self.storage_error(e)
-            return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to the log: {e.strerror or e}")
+        except (StorageError, OSError) as e:
+            return self._append_failed(e)
         offset = result.first_offset
+        producers = self.log.producers
         for _, h in headers:
             if h.producer_id >= 0:
-                self.producers.record(h, offset)
+                producers.record(h, offset)
             offset += h.last_offset_delta + 1
-        self.just_appended = (result.first_offset, offset, buf)
+        self._appended(result.first_offset, offset, buf)
+        return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
+
+    def _append_failed(self, e: StorageError | OSError) -> AppendOutcome:
+        if isinstance(e, StorageError):
+            code = ErrorCode[e.kafka_error] if e.kafka_error else ErrorCode.KAFKA_STORAGE_ERROR
+            return AppendOutcome(code, message=str(e))
+        # the disk refused (full, read-only, failing): nothing was appended
+        _storage_log.warning(f"append {self.log.dir.parent}", "Cannot append to %s: %s; answering "
+                             "KAFKA_STORAGE_ERROR (nothing was written)", self.log.dir, e)
+        self.storage_error(e)
+        return AppendOutcome(ErrorCode.KAFKA_STORAGE_ERROR, message=f"cannot write to the log: {e.strerror or e}")
+
+    def _appended(self, first_offset: int, next_offset: int, buf: bytearray | memoryview) -> None:
+        """The log grew: waiting operations are checked (with the bytes at hand, see just_appended)."""
+        self.just_appended = (first_offset, next_offset, buf)
         try:
             if not self.maybe_increment_hw():
                 self.wake(data=True)
         finally:
             self.just_appended = None
-        return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
+
+    def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                         coordinator_epoch: int) -> AppendOutcome:
+        """Leader: append the COMMIT or ABORT marker of `producer_id`'s transaction (a control
+        batch stamped with the leader epoch) and end the transaction here: the producer state,
+        the aborted-transaction index and the last stable offset follow. Refused with
+        NOT_LEADER_OR_FOLLOWER, INVALID_PRODUCER_EPOCH (older than the producer's) or
+        TRANSACTION_COORDINATOR_FENCED (an older coordinator epoch than the last marker's);
+        nothing is appended then. A marker for a producer with no open transaction here is
+        appended all the same (a coordinator retrying), and changes nothing but its epochs."""
+        if not self.is_leader:
+            return AppendOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                 message=f"broker {self.node_id} does not lead {self}")
+        try:
+            self.log.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+        except SequenceError as e:
+            return AppendOutcome(e.code, message=str(e))
+        now = now_ms()
+        buf = bytearray(marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+        try:
+            result = self.log.append(buf, [(0, parse_header(buf))], now_ms=now, leader_epoch=max(self.leader_epoch, 0))
+        except (StorageError, OSError) as e:
+            return self._append_failed(e)
+        self._txn_completed(self.log.producers.complete_txn(producer_id, producer_epoch, commit, result.first_offset,
+                                                            coordinator_epoch, now, check=False))
+        self._appended(result.first_offset, result.last_offset + 1, buf)
+        return AppendOutcome(ErrorCode.NONE, result.first_offset, -1, self.log_start_offset)
+
+    def _txn_completed(self, done: CompletedTxn | None) -> None:
+        if done is not None and done.aborted:
+            self.log.add_aborted_txn(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
+                                                done.last_stable_offset))
 
     def storage_error(self, e: OSError) -> None:
         """An OSError met in this partition's log: the broker decides whether its dir failed."""
@@ -309,15 +369,17 @@ class Partition:
         """Follower append: the leader's batches as they are; producer state follows them so
         this replica can lead with the idempotence window intact."""
         self.log.append_as_follower(buf, headers, now_ms=now_ms())
-        for _, h in headers:
+        producers = self.log.producers
+        for pos, h in headers:
             if h.producer_id >= 0:
-                self.producers.record(h, h.base_offset)
+                if h.attributes & ATTR_CONTROL:  # a marker: the transaction ends here as on the leader
+                    self._txn_completed(replay_batch(producers, h, partial(_cut, buf, pos, h.size)))
+                else:
+                    producers.record(h, h.base_offset)
 
     def reload_producer_state(self) -> None:
-        """After truncation the window may name batches that are gone: rebuild it from the log."""
-        self.producers = ProducerStateManager()
-        if self.log.log_end_offset > self.log.log_start_offset:
-            self.load_producer_state()
+        """After truncation the state may name batches that are gone: rebuild it from the log."""
+        self.log.load_producer_state()
 
     def wake(self, data: bool = False) -> None:
         """Check the operations waiting on this partition. `data`: the log or the high
@@ -381,3 +443,7 @@ class ReplicaManager:
             p.fence()
         return gone
 
+
+
+def _cut(buf: bytes | bytearray | memoryview, position: int, size: int) -> bytes | bytearray | memoryview:
+    return buf[position:position + size]

@@ -8,6 +8,10 @@ LogSegment, then
   check is rescanned (which rebuilds its indexes);
 - unclean: also rescan every segment from the one holding the recovery point onward.
 
+A segment's `.txnindex` is read as it is; entries whose marker is past the recovered log end
+are cut, and the producer-state replay that follows the load (`Log.load_producer_state`)
+indexes again any abort whose entry did not reach the disk.
+
 A rescan walks the batches from the start of the .log and validates each header (magic 2,
 sane length, whole batch present, offsets increasing, CRC-32C over the CRC'd range), rebuilding
 both indexes as it goes. At the first invalid or torn batch the .log is truncated there and
@@ -82,6 +86,7 @@ def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_sta
         recover_segment(active)
         log_end_offset = active.next_offset()
     active.created_ms = _rolling_timestamp(active, now_ms)
+    active.txn_index.truncate_to(log_end_offset)  # aborts whose marker did not survive recovery
 
     log_start_offset = max(log_start_offset, segments[0].base_offset)
     if log_start_offset > log_end_offset:

@@ -17,8 +17,17 @@ from the end, a rising log start offset from the start. When a log is opened the
 cut back to the log's range, and rebuilt from the batch headers if its file was missing or
 unreadable.
 
-On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py); loading and
-recovery live in loader.py, the batch checks and offset assignment in validator.py. `Log` is
+The log also holds its producer state (producer_state.py; `producers`), as Kafka's UnifiedLog
+does: the partition updates it as batches and markers go in, the log snapshots it to
+`<offset>.snapshot` when a segment rolls and when it closes, rebuilds it on open
+(`load_producer_state`: the newest readable snapshot, then the batch headers after it) and after
+a truncation, and never lets retention delete a segment at or past the first unstable offset
+(an open transaction is never cut). Aborted transactions go into the `.txnindex` of the
+segment holding their marker (txn_index.py); `collect_aborted_transactions` answers a
+read_committed fetch from them, at no cost for a log that never saw an abort.
+
+On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py, txn_index.py);
+loading and recovery live in loader.py, the batch checks and offset assignment in validator.py. `Log` is
 the on-disk engine behind the PartitionLog protocol (partition_log.py).
 """
 
@@ -31,6 +40,7 @@ import time
 import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader
@@ -40,10 +50,14 @@ from samsa.storage.errors import OffsetOutOfRange, StorageError
 from samsa.storage.leader_epoch import LeaderEpochCache, epoch_starts
 from samsa.storage.loader import load_log, new_segment
 from samsa.storage.partition_log import AppendResult, Clock, FileSlice, read_bytes
-from samsa.storage.segment import INT32_MAX, LogSegment
+from samsa.storage.producer_state import CorruptSnapshot, ProducerStateManager, replay_batch
+from samsa.storage.segment import INT32_MAX, LogSegment, parse_segment_file_name, segment_file_name
+from samsa.storage.txn_index import AbortedTxn
 from samsa.storage.validator import assign_offsets, check_append_sizes, check_follower_offsets
 
 log = logging.getLogger("samsa.storage")
+
+SNAPSHOT_SUFFIX = ".snapshot"
 
 __all__ = ["AppendResult", "Clock", "FileSlice", "Log"]
 
@@ -67,6 +81,8 @@ class Log:
         self.last_flush_ms = self._now_ms()
         self.leader_epochs = LeaderEpochCache(directory / LEADER_EPOCH_CHECKPOINT)
         self._reconcile_leader_epochs()
+        self.producers = ProducerStateManager()
+        self._has_aborts = any(seg.txn_index.entries for seg in segments)
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
@@ -222,6 +238,7 @@ class Log:
         self._segments.append(seg)
         self._bases.append(seg.base_offset)
         self._dir_dirty = True
+        self._write_producer_snapshot(self._leo)
         return seg
 
     # -- read ----------------------------------------------------------------------------
@@ -316,6 +333,9 @@ class Log:
         now = self._now_ms() if now_ms is None else now_ms
         self.finish_pending_deletes(now)
         hw = self._leo if high_watermark is None else min(high_watermark, self._leo)
+        unstable = self.producers.first_unstable_offset()
+        if unstable is not None:  # an open transaction's segments stay
+            hw = min(hw, unstable)
         deleted = self._delete_start_offset_breached(now, hw)
         cfg = self.config
         if cfg.delete_enabled:
@@ -375,6 +395,7 @@ class Log:
         if self._bases[0] > self._lso:
             self._lso = self._bases[0]
             self.leader_epochs.truncate_from_start(self._lso)
+        self._delete_snapshots(lambda off: off < self._bases[0])
         return len(doomed)
 
     def _remove_segments(self, doomed: list[LogSegment], now: int, reason: str) -> None:
@@ -422,6 +443,8 @@ class Log:
         self._leo = new_leo
         self._lso = min(self._lso, new_leo)
         self._recovery_point = min(self._recovery_point, new_leo)
+        self._delete_snapshots(lambda off: off > new_leo)
+        self._has_aborts = any(seg.txn_index.entries for seg in self._segments)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -434,6 +457,107 @@ class Log:
         self._bases = [offset]
         self._leo = self._lso = self._recovery_point = offset
         self.leader_epochs.clear()
+        self._delete_snapshots(lambda off: True)
+        self._has_aborts = False
+        self.producers = ProducerStateManager()
+
+    # -- transactions: aborted transaction index, producer-state snapshots ---------------------
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction in the segment holding its marker (`last_offset`)."""
+        self._check_open()
+        i = max(bisect_right(self._bases, txn.last_offset) - 1, 0)
+        self._segments[i].txn_index.append(txn)
+        self._has_aborts = True
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [start_offset, upper_bound_offset), from the segment holding start_offset on."""
+        if not self._has_aborts:
+            return []
+        found: list[AbortedTxn] = []
+        for seg in self._segments[max(bisect_right(self._bases, start_offset) - 1, 0):]:
+            if seg.txn_index.collect(start_offset, upper_bound_offset, found):
+                break
+        return [(t.producer_id, t.first_offset) for t in found]
+
+    def batch_headers(self, start_offset: int) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
+        """Each batch from the one holding `start_offset` to the log end: its header, and a
+        function reading the whole batch (control batches are read; data batches never)."""
+        self._check_open()
+        for seg in self._segments[max(bisect_right(self._bases, start_offset) - 1, 0):]:
+            start = 0
+            if seg.base_offset < start_offset:
+                _, start = seg.offset_index.lookup(start_offset)
+            for pos, h in seg.iter_headers(start):
+                if h.base_offset + h.last_offset_delta < start_offset:
+                    continue
+                yield h, partial(os.pread, seg.fd, h.size, pos)
+
+    def load_producer_state(self) -> int:
+        """Rebuild `producers` (and any abort missing from a transaction index): the newest
+        readable snapshot at or below the log end, then the batches after it; without one,
+        the active segment's batches (a log that never rolled since snapshots were taken).
+        Returns the number of batches replayed."""
+        self._check_open()
+        state = None
+        start = self._bases[-1]
+        for offset in sorted(self._snapshot_offsets(), reverse=True):
+            path = self._snapshot_path(offset)
+            if offset > self._leo:
+                path.unlink(missing_ok=True)  # from past a truncation that did not finish
+                continue
+            try:
+                state = ProducerStateManager.from_snapshot(path.read_bytes())
+            except (OSError, CorruptSnapshot) as e:
+                log.warning("Ignoring producer state snapshot %s: %s", path, e)
+                continue
+            start = offset
+            break
+        state = state if state is not None else ProducerStateManager()
+        start = max(start, self._lso)
+        n = 0
+        for h, read in self.batch_headers(start):
+            done = replay_batch(state, h, read)
+            if done is not None and done.aborted:
+                self.add_aborted_txn(AbortedTxn(*done[:3], done.last_stable_offset))
+            n += 1
+        self.producers = state
+        return n
+
+    def _snapshot_path(self, offset: int) -> Path:
+        return self.dir / segment_file_name(offset, SNAPSHOT_SUFFIX)
+
+    def _snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in os.listdir(self.dir):
+            parsed = parse_segment_file_name(name)
+            if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX:
+                out.append(parsed[0])
+        return out
+
+    def _write_producer_snapshot(self, offset: int, *, fsync: bool = False) -> None:
+        """`<offset>.snapshot`, written whole under a temporary name then renamed (a torn one
+        fails its CRC at load and an older one is used). Only for a log that has producers."""
+        if not self.producers.producers:
+            return
+        path = self._snapshot_path(offset)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(self.producers.to_snapshot())
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._dir_dirty = True
+
+    def _delete_snapshots(self, doomed: Callable[[int], bool]) -> None:
+        try:
+            offsets = self._snapshot_offsets()
+        except OSError:
+            return
+        for offset in offsets:
+            if doomed(offset):
+                self._snapshot_path(offset).unlink(missing_ok=True)
 
     # -- flush, close, delete ------------------------------------------------------------
 
@@ -486,6 +610,8 @@ class Log:
         active = self._segments[-1]
         active.on_become_inactive()
         active.write_indexes(fsync=True)
+        active.txn_index.flush()
+        self._write_producer_snapshot(self._leo, fsync=True)
         self.finish_pending_deletes(None)
         for seg in self._segments:
             seg.close()

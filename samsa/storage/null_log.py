@@ -24,6 +24,10 @@ names these as engine capabilities):
 * the recovery point is always the log end offset (nothing to flush), there is always one
   segment: roll, flush and retention do nothing.
 
+Transactions: the producer state is kept as Log keeps it (`producers`), the aborted
+transactions in a list (cut by truncation); `load_producer_state` replays the retained appends
+only (nothing survives a restart anyway), and there are no snapshots.
+
 The log start offset moves only through delete_records_before and truncation, as in Log: the
 retained window is a cache of the tail, not retention.
 """
@@ -33,7 +37,8 @@ from __future__ import annotations
 import struct
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader, parse_header
@@ -41,6 +46,8 @@ from samsa.storage.config import LogConfig
 from samsa.storage.errors import OffsetOutOfRange, StorageError
 from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.partition_log import AppendResult, Clock, LogSlice, MemorySlice, read_bytes
+from samsa.storage.producer_state import ProducerStateManager, replay_batch
+from samsa.storage.txn_index import AbortedTxn
 from samsa.storage.validator import AssignedBatches, assign_offsets, check_append_sizes, check_follower_offsets
 
 _BASE_OFFSET = struct.Struct(">q")
@@ -79,6 +86,8 @@ class NullLog:
         self._retained_bytes = 0
         self._closed = False
         self.leader_epochs = LeaderEpochCache(None, directory.name)
+        self.producers = ProducerStateManager()
+        self._aborted: list[AbortedTxn] = []
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
@@ -277,6 +286,7 @@ class NullLog:
         self.leader_epochs.truncate_from_end(new_leo)
         self._leo = new_leo
         self._lso = min(self._lso, new_leo)
+        self._aborted = [t for t in self._aborted if t.last_offset < new_leo]
         if self._offset_of_max_ts >= new_leo:
             self._max_ts, self._offset_of_max_ts = -1, -1
             for a, j in self._retained_batches():
@@ -290,6 +300,38 @@ class NullLog:
         self._lso = self._leo = offset
         self._max_ts, self._offset_of_max_ts = -1, -1
         self.leader_epochs.clear()
+        self._aborted = []
+        self.producers = ProducerStateManager()
+
+    # -- transactions ----------------------------------------------------------------------
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        if not self._aborted or txn.last_offset > self._aborted[-1].last_offset:
+            self._aborted.append(txn)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        return [(t.producer_id, t.first_offset) for t in self._aborted
+                if t.last_offset >= start_offset and t.first_offset < upper_bound_offset]
+
+    def batch_headers(self, start_offset: int) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
+        """The retained batches from the one holding `start_offset` on."""
+        self._check_open()
+        for i in range(self._head, len(self._appends)):
+            a = self._appends[i]
+            for j, position in enumerate(a.positions):
+                if a.lasts[j] >= start_offset:
+                    yield parse_header(a.data, position), partial(_cut, a.data, position, a.sizes[j])
+
+    def load_producer_state(self) -> int:
+        state = ProducerStateManager()
+        n = 0
+        for h, read in self.batch_headers(self._lso):
+            done = replay_batch(state, h, read)
+            if done is not None and done.aborted:
+                self.add_aborted_txn(AbortedTxn(*done[:3], done.last_stable_offset))
+            n += 1
+        self.producers = state
+        return n
 
     # -- flush, close, delete ------------------------------------------------------------
 
@@ -318,3 +360,7 @@ class NullLog:
 
     def __repr__(self) -> str:
         return f"NullLog({self.dir}, start={self._lso}, end={self._leo}, retained={self._retained_bytes} bytes)"
+
+
+def _cut(data: bytes, position: int, size: int) -> bytes:
+    return data[position:position + size]

@@ -9,7 +9,8 @@ The members fall in two groups:
 
 * what the broker uses (server/, handlers/, coordinator/): the offsets (log start, log end),
   append as leader or follower, read, timestamp lookups, the leader epoch cache, truncation
-  (replica fetcher), DeleteRecords, roll (group log compaction), the config;
+  (replica fetcher), DeleteRecords, roll (group log compaction), the config; the producer
+  state (idempotence, transactions) and the aborted transactions a read_committed fetch needs;
 * what the LogManager uses to keep a log alive: recovery point, retention, flush, close,
   delete. These stay in because a LogManager must manage either engine.
 
@@ -32,6 +33,8 @@ from typing import NamedTuple, Protocol, Self, runtime_checkable
 from samsa.protocol.batch import BatchHeader
 from samsa.storage.config import LogConfig
 from samsa.storage.leader_epoch import LeaderEpochCache
+from samsa.storage.producer_state import ProducerStateManager
+from samsa.storage.txn_index import AbortedTxn
 
 _Buffer = bytes | bytearray | memoryview
 Clock = Callable[[], float]  # seconds since the epoch, as time.time
@@ -96,6 +99,7 @@ class PartitionLog(Protocol):
     config: LogConfig
     dir: Path  # the partition directory (`<log dir>/<topic>-<partition>`), even if never created
     leader_epochs: LeaderEpochCache
+    producers: ProducerStateManager  # replaced by load_producer_state and full truncation
 
     # -- used by the broker ----------------------------------------------------------------
 
@@ -147,6 +151,19 @@ class PartitionLog(Protocol):
         """DeleteRecords: raise the log start offset to `offset`; returns the log start offset."""
 
     def update_config(self, config: LogConfig) -> None: ...
+
+    def add_aborted_txn(self, txn: AbortedTxn) -> None:
+        """Index an aborted transaction (with the segment holding its marker)."""
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
+        """(producer id, first offset) of the aborted transactions overlapping
+        [start_offset, upper_bound_offset): last offset >= start, first offset < upper bound."""
+
+    def batch_headers(self, start_offset: int) -> Iterator[tuple[BatchHeader, Callable[[], bytes]]]:
+        """Header of each batch from the one holding `start_offset` on, with a reader of its bytes."""
+
+    def load_producer_state(self) -> int:
+        """Rebuild `producers` from what the log holds (snapshot + replay); batches replayed."""
 
     # -- used by the LogManager ------------------------------------------------------------
 

@@ -2,9 +2,10 @@
 
 On-disk format: `<base offset, 20 digits zero-padded>.log` is the batches back to back, exactly
 as they travel on the wire (see samsa/protocol/batch.py for the 61-byte header); beside it
-`<base>.index` (offset -> position, offset_index.py) and `<base>.timeindex` (timestamp ->
-offset, time_index.py). The base offset is the first offset the segment may hold. A segment
-being deleted has its three files renamed with a `.deleted` suffix first.
+`<base>.index` (offset -> position, offset_index.py), `<base>.timeindex` (timestamp ->
+offset, time_index.py) and, once a transaction aborts in it, `<base>.txnindex` (the aborted
+transactions whose marker it holds, txn_index.py). The base offset is the first offset the
+segment may hold. A segment being deleted has its files renamed with a `.deleted` suffix first.
 
 The segment never looks inside a batch on the hot path: append writes the caller's buffer in
 one write and indexes batches from headers the caller already parsed; lookups read 61-byte
@@ -39,12 +40,14 @@ from samsa.storage.offset_index import ENTRY_SIZE as OFFSET_ENTRY_SIZE
 from samsa.storage.offset_index import OffsetIndex
 from samsa.storage.time_index import ENTRY_SIZE as TIME_ENTRY_SIZE
 from samsa.storage.time_index import TimeIndex
+from samsa.storage.txn_index import TransactionIndex
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 DELETED_SUFFIX = ".deleted"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 INT32_MAX = 2**31 - 1
 SCAN_CHUNK = 16384  # bytes per pread when walking headers (> the default index interval)
@@ -94,6 +97,7 @@ class LogSegment:
         self.needs_recovery = False  # set when an index is missing or insane (the loader rebuilds it)
         self.index_problem = ""  # ... and why
         self.offset_index, self.time_index = self._open_indexes(segment_index_bytes, existing)
+        self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX), exists=existing)
         ts, ts_offset = self.time_index.last_entry()
         self.max_timestamp = ts  # largest batch max timestamp (-1: none)
         self.offset_of_max_timestamp = ts_offset  # last offset of the batch that has it
@@ -116,6 +120,7 @@ class LogSegment:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             os.close(os.open(directory / segment_file_name(base_offset, suffix), os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                              0o644))
+        (directory / segment_file_name(base_offset, TXN_INDEX_SUFFIX)).unlink(missing_ok=True)  # (a former segment's)
         seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
                   segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=False)
         seg._fd = fd
@@ -227,6 +232,27 @@ class LogSegment:
             if size < HEADER_SIZE or pos + size > end:
                 return
             yield BatchPos(pos, h[0], h[0] + h[6], size, h[8])
+            pos += size
+
+    def iter_headers(self, start: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of the complete batches from `start` on (producer state replay)."""
+        end = self.size
+        fd = self.fd
+        pos = start
+        chunk = b""
+        chunk_pos = 0
+        while pos + HEADER_SIZE <= end:
+            rel = pos - chunk_pos
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(fd, min(SCAN_CHUNK, end - pos), pos)
+                chunk_pos, rel = pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            h = BatchHeader._make(HEADER.unpack_from(chunk, rel))
+            size = LOG_OVERHEAD + h.batch_length
+            if size < HEADER_SIZE or pos + size > end:
+                return
+            yield pos, h
             pos += size
 
     def checked_batches(self, start: int = 0) -> Iterator[BatchPos]:
@@ -377,6 +403,7 @@ class LogSegment:
         None if nothing was removed. A batch holding `offset` is removed whole.
         """
         self.recent.clear()
+        self.txn_index.truncate_to(offset)
         batch = self.find_batch(offset)
         if batch is None:
             return None
@@ -409,10 +436,12 @@ class LogSegment:
         if not self._data_synced:
             _fdatasync(self.fd)
             self._data_synced = True
+        self.txn_index.flush()
         if indexes:
             self.write_indexes(fsync=True)
 
     def close(self) -> None:
+        self.txn_index.close()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

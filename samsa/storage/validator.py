@@ -14,6 +14,7 @@ The checks, in order, with the error a client gets back:
     exactly one batch                                   INVALID_RECORD
     not a control batch (clients may not write them)    INVALID_RECORD
     a producer id comes with a baseSequence >= 0        INVALID_RECORD
+    a transactional batch has a producer id             INVALID_RECORD
     not LogAppendTime (the broker stamps that)          INVALID_TIMESTAMP, every record listed
     the records (decompressed, at most 128 MiB: a zip   INVALID_RECORD (MESSAGE_TOO_LARGE past
       bomb stops there) parse: recordCount of them,       the bound, CORRUPT_MESSAGE for data
@@ -119,6 +120,8 @@ def validate_produce_records(records: _Records | None, config: LogConfig,
     if h.producer_id >= 0 and h.base_sequence < 0:
         raise InvalidBatch(ErrorCode.INVALID_RECORD,
                            f"invalid sequence number {h.base_sequence} in a batch with producer id {h.producer_id}")
+    if h.is_transactional and h.producer_id < 0:
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "a transactional batch needs a producer id")
     if h.attributes & ATTR_TIMESTAMP_TYPE:
         message = "a producer may not set the timestamp type to LogAppendTime"
         raise InvalidBatch(ErrorCode.INVALID_TIMESTAMP, message, [(i, message) for i in range(h.record_count)])

@@ -111,7 +111,7 @@ def test_both_engines_have_every_protocol_member_with_its_signature() -> None:
     members = [m for m in vars(PartitionLog) if not m.startswith("_")] + list(PartitionLog.__annotations__)
     for cls in (Log, NullLog):
         for m in members:
-            assert hasattr(cls, m) or m in ("config", "dir", "leader_epochs"), f"{cls.__name__} lacks {m}"
+            assert hasattr(cls, m) or m in ("config", "dir", "leader_epochs", "producers"), f"{cls.__name__} lacks {m}"
             proto = getattr(PartitionLog, m, None)
             if inspect.isfunction(proto):
                 want = [p for p in inspect.signature(proto).parameters.values() if p.name != "self"]
@@ -440,3 +440,32 @@ def test_a_memory_slice_encodes_as_its_bytes_would(version: int) -> None:
 
     out = response(sl)
     assert out.slices == [] and bytes(out) == bytes(response(data))
+
+
+# ----------------------------------------------------------------------------- transactions
+
+
+def test_aborted_transactions_follow_appends_truncation_and_rebuilds(engine: Engine, lg: PartitionLog) -> None:
+    from samsa.protocol.batch import parse_header
+    from samsa.protocol.control import marker_batch
+    from samsa.storage.txn_index import AbortedTxn
+
+    data = bytearray(build_batch([(None, b"v", [], NOW_MS)] * 2, producer_id=1, producer_epoch=0, base_sequence=0,
+                                 transactional=True))
+    h = parse_header(data)
+    lg.producers.record(h, lg.append(data, [(0, h)], now_ms=NOW_MS).first_offset)
+    marker = bytearray(marker_batch(1, 0, False, 0, NOW_MS))
+    at = lg.append(marker, [(0, parse_header(marker))], now_ms=NOW_MS).first_offset
+    done = lg.producers.complete_txn(1, 0, False, at, 0)
+    assert done is not None and (done.first_offset, done.last_offset, done.aborted) == (0, 2, True)
+    lg.add_aborted_txn(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, done.last_stable_offset))
+    assert lg.collect_aborted_transactions(0, 3) == [(1, 0)]
+    assert lg.collect_aborted_transactions(2, 3) == [(1, 0)]
+    assert lg.collect_aborted_transactions(3, 3) == []
+    assert [b.base_offset for b, _ in lg.batch_headers(0)] == ([0, 2] if engine.reads_all else [2])
+    lg.load_producer_state()
+    assert lg.producers.ongoing_txn(1) is None and lg.collect_aborted_transactions(0, 3) == [(1, 0)]
+    lg.truncate_to(2)  # the marker goes: the transaction is open again
+    assert lg.collect_aborted_transactions(0, 3) == []
+    lg.load_producer_state()
+    assert lg.producers.ongoing_txn(1) == ((0, 0) if engine.reads_all else None)
