@@ -121,8 +121,7 @@ def has_apis(b: BrokerProcess, *keys: int) -> bool:
 
 
 def needs_log_side(b: BrokerProcess) -> None:
-    if not has_apis(b, 61, 27):
-        pytest.skip("the broker serves no DescribeProducers (61) / WriteTxnMarkers (27) yet (issue 18's log side)")
+    assert has_apis(b, 61, 27), "the broker must serve DescribeProducers (61) and WriteTxnMarkers (27)"
 
 
 def produce_txn(c: RawClient, tid: str, topic: str, partition: int, pid: int, epoch: int, seq: int,
@@ -258,16 +257,6 @@ def test_command_config_carries_sasl_and_authorization_applies(tmp_path: Path) -
         one_line_error(txn(b, "list")[::2])
     finally:
         b.close()
-
-
-def test_a_broker_without_describe_producers_is_named_so(broker: BrokerProcess, topic_name: str) -> None:
-    if has_apis(broker, 61):
-        pytest.skip("the broker serves DescribeProducers: test_describe_producers covers it")
-    with RawClient(broker.bootstrap) as c:
-        create_topic(c, topic_name)
-    line = one_line_error(txn(broker, "describe-producers", "--topic", topic_name, "--partition", "0")[::2])
-    assert line == (f"samsa transactions: error: Failed to describe producers for partition {topic_name}-0 on "
-                    "leader: The node does not support DESCRIBE_PRODUCERS.")
 
 
 def test_a_silent_server_times_out_after_default_api_timeout_ms(tmp_path: Path) -> None:

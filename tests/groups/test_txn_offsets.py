@@ -2,15 +2,12 @@
 shows the committed one; with require_stable, UNSTABLE_OFFSET_COMMIT) until the transaction's marker,
 also across a kill -9; the marker, sent with WriteTxnMarkers, makes them committed for good.
 
-The end-to-end test needs WriteTxnMarkers (API 27, part A of issue 18) and is skipped on a broker
-that does not serve it; once the transaction coordinator (part C) is in, it gets a real producer id
-from InitProducerId and lets TxnOffsetCommit v5 add the offsets partition to the transaction."""
+The producer is a real transactional one (InitProducerId), and TxnOffsetCommit v5 adds the offsets
+partition to its transaction (KIP-890's transaction version 2)."""
 
 from __future__ import annotations
 
 import time
-
-import pytest
 
 from samsa.coordinator.records import partition_for
 from samsa.protocol.errors import ErrorCode
@@ -62,8 +59,9 @@ def test_txn_offsets_are_pending_until_the_marker_and_survive_kill9(broker_facto
     create(b, topic_name, 1)
     with RawClient(b.bootstrap) as c:
         assert api_versions(c)[28] == (0, 5)
+        producer, version = producer_for(c)
         commit(c, "eos", topic_name, 5)
-        assert txn_commit(c, "eos", topic_name, 10, (9001, 0)) == 0
+        assert txn_commit(c, "eos", topic_name, 10, producer, version) == 0
         assert fetch(c, "eos", topic_name, stable=False) == (5, 0)
         assert fetch(c, "eos", topic_name, stable=True) == (-1, E.UNSTABLE_OFFSET_COMMIT)
         # An unknown partition is refused; the group's other answers are unchanged.
@@ -93,7 +91,7 @@ def producer_for(c: RawClient) -> tuple[tuple[int, int], int]:
         if r.error_code not in retriable or time.monotonic() > deadline:
             break
         time.sleep(0.1)  # (the coordinator loads __transaction_state: nothing on the wire to wait on)
-    return (9002, 0), 3  # no transaction coordinator yet: TransactionManager.verify lets any producer by
+    raise AssertionError(f"InitProducerId kept failing: {r.error_code}")
 
 
 def write_marker(c: RawClient, producer: tuple[int, int], commit: bool, index: int) -> None:
@@ -105,14 +103,11 @@ def write_marker(c: RawClient, producer: tuple[int, int], commit: bool, index: i
 
 
 def test_write_txn_markers_commits_pending_offsets_end_to_end(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]
-    """To run after merging part A (WriteTxnMarkers) -- skipped on a broker without API 27."""
     b: BrokerProcess = broker_factory(**CONFIG)
     create(b, topic_name, 1)
     group = "eos-e2e"
     index = partition_for(group, OFFSETS_PARTITIONS)
     with RawClient(b.bootstrap) as c:
-        if 27 not in api_versions(c):
-            pytest.skip("needs WriteTxnMarkers (part A)")
         producer, version = producer_for(c)
         commit(c, group, topic_name, 5)
         assert txn_commit(c, group, topic_name, 10, producer, version) == 0
