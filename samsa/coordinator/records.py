@@ -32,7 +32,8 @@ epoch, base sequence -1) holds offset commits that stay *pending* until P's tran
 control batch (attributes bit 5) whose one record's key is int16 version 0 + int16 type
 (0 ABORT, 1 COMMIT; Kafka's ControlRecordType) and whose value is int16 version 0 + int32
 coordinator epoch (Kafka's EndTransactionMarker). The broker hands replay such records as
-`TxnRecord` and the markers as `TxnMarker` (`decode_control_key` reads a marker's key).
+`TxnRecord` and the markers as `TxnMarker` (`samsa.protocol.control.decode_control_key` reads a
+marker's key).
 
 `partition_for(group_id, n)` is Kafka's `Utils.abs(groupId.hashCode()) % n`, with Java's
 String.hashCode over UTF-16 code units.
@@ -267,27 +268,6 @@ def decode_key(key: bytes | bytearray | memoryview) -> OffsetCommitKey | GroupMe
         raise
     except DecodeError as e:
         raise RecordDecodeError(f"bad record key: {e}") from None
-
-
-CONTROL_ABORT = 0
-CONTROL_COMMIT = 1
-
-
-def decode_control_key(key: bytes | bytearray | memoryview) -> bool | None:
-    """A control record's key (int16 version, int16 type): True for COMMIT, False for ABORT, None
-    for any other control record (Kafka's LEADER_CHANGE, SNAPSHOT_HEADER, ... -- not transaction
-    markers) or bytes that are no control key."""
-    if len(key) < 4:
-        return None
-    version, kind = struct.unpack_from(">hh", key, 0)
-    if version < 0 or kind not in (CONTROL_ABORT, CONTROL_COMMIT):
-        return None
-    return kind == CONTROL_COMMIT
-
-
-def control_key(commit: bool) -> bytes:
-    """The key of a transaction marker's control record (version 0)."""
-    return struct.pack(">hh", 0, CONTROL_COMMIT if commit else CONTROL_ABORT)
 
 
 def is_offset_commit_key(key: bytes | bytearray | memoryview) -> bool:

@@ -31,14 +31,29 @@ class TxnMarker(NamedTuple):
     coordinator_epoch: int
 
 
+def control_key(commit: bool) -> bytes:
+    """The key of a transaction marker's control record (version 0)."""
+    return _KEY.pack(CURRENT_VERSION, COMMIT if commit else ABORT)
+
+
+def decode_control_key(key: bytes | bytearray | memoryview) -> bool | None:
+    """A control record's key: True for COMMIT, False for ABORT, None for any other control
+    record (Kafka's LEADER_CHANGE, SNAPSHOT_HEADER, ...) or bytes that are no control key."""
+    if len(key) < _KEY.size:
+        return None
+    version, kind = _KEY.unpack_from(key)
+    if version < 0 or kind not in (ABORT, COMMIT):
+        return None
+    return kind == COMMIT
+
+
 def marker_batch(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, timestamp_ms: int,
                  *, partition_leader_epoch: int = -1) -> bytes:
     """A sealed control batch (base offset 0: the log assigns it) holding one marker."""
-    key = _KEY.pack(CURRENT_VERSION, COMMIT if commit else ABORT)
     value = _VALUE.pack(CURRENT_VERSION, coordinator_epoch)
-    return build_batch([(key, value, (), timestamp_ms)], producer_id=producer_id, producer_epoch=producer_epoch,
-                       base_sequence=-1, partition_leader_epoch=partition_leader_epoch, transactional=True,
-                       control=True)
+    return build_batch([(control_key(commit), value, (), timestamp_ms)], producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=-1,
+                       partition_leader_epoch=partition_leader_epoch, transactional=True, control=True)
 
 
 def parse_marker(batch: bytes | bytearray | memoryview) -> TxnMarker | None:
@@ -53,10 +68,10 @@ def parse_marker(batch: bytes | bytearray | memoryview) -> TxnMarker | None:
     r = records[0]
     if r.key is None or len(r.key) < _KEY.size:
         raise InvalidRecords("control record without a key")
-    version, kind = _KEY.unpack_from(r.key)
-    if version < 0 or kind not in (ABORT, COMMIT):
+    commit = decode_control_key(r.key)
+    if commit is None:
         return None
     epoch = -1
     if r.value is not None and len(r.value) >= _VALUE.size:
         epoch = _VALUE.unpack_from(r.value)[1]
-    return TxnMarker(kind == COMMIT, epoch)
+    return TxnMarker(commit, epoch)

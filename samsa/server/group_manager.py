@@ -52,8 +52,9 @@ from typing import Any, Protocol
 
 from samsa.config import BrokerConfig
 from samsa.coordinator.base import CoordinatorConfig, OutBatch
-from samsa.coordinator.records import TxnMarker, TxnRecord, decode_control_key, partition_for
+from samsa.coordinator.records import TxnMarker, TxnRecord, partition_for
 from samsa.coordinator.shard import GroupCoordinatorShard
+from samsa.protocol.control import decode_control_key
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import build_batch, decode_records, scan_batches
 from samsa.server.admin import AdminManager

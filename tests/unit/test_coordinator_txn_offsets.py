@@ -14,11 +14,11 @@ from samsa.coordinator.records import (
     OffsetCommitKey,
     TxnMarker,
     TxnRecord,
-    decode_control_key,
     decode_key,
     decode_offset_commit_value,
 )
 from samsa.coordinator.shard import ReplayItem
+from samsa.protocol.control import decode_control_key
 from tests.unit.test_coordinator_harness import DELETE_OFFSETS, FETCH, Harness, request, wire
 
 TXN_COMMIT = 28

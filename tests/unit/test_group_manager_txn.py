@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from samsa.coordinator.records import control_key
 from samsa.handlers import offset_fetch, txn_offset_commit
 from samsa.protocol.batch import parse_header
+from samsa.protocol.control import control_key
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import decode_request_body, decode_request_header, encode_request, request_codec
 from samsa.protocol.records import build_batch, scan_batches
