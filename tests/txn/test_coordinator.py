@@ -7,7 +7,7 @@ from samsa.protocol.errors import ErrorCode
 from tests.broker.test_bad_input import create_topic
 from tests.brokerproc import BrokerProcess
 from tests.rawclient import RawClient
-from tests.txn.txnclient import add_partitions, describe_txn, end_txn, find_txn_coordinator, init_txn
+from tests.txn.txnclient import add_partitions, describe_txn, end_txn, find_txn_coordinator, init_txn, wait_state
 
 
 def test_find_coordinator_names_this_broker_for_a_transactional_id(broker: BrokerProcess) -> None:
@@ -60,6 +60,10 @@ def test_add_partitions_starts_a_transaction_and_errors_are_kafkas(broker: Broke
         # Before v2 PRODUCER_FENCED is INVALID_PRODUCER_EPOCH.
         assert add_partitions(c, "tx-add", pid, epoch + 5, {topic_name: [0]}, version=1) == {
             (topic_name, 0): ErrorCode.INVALID_PRODUCER_EPOCH}
+        # The transaction the refusals left open still aborts.
+        assert end_txn(c, "tx-add", pid, epoch, False).error_code == 0
+        d = wait_state(c, "tx-add", "CompleteAbort")
+        assert d.transaction_state == "CompleteAbort" and not d.topics
 
 
 def test_end_txn_errors(broker: BrokerProcess, topic_name: str) -> None:

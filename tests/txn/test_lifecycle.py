@@ -149,3 +149,39 @@ def test_transaction_version_1_needs_the_partition_added_first(broker: BrokerPro
         assert offsets(c, topic_name, 0) == 0  # nothing appended
         assert add_partitions(c, "tx-v1", pid, epoch, {topic_name: [0]}) == {(topic_name, 0): 0}
         assert produce_v(c, topic_name, txn_batch(pid, epoch, 0, [b"x"]), 9, "tx-v1").error_code == 0
+
+
+def aborted_at(c: RawClient, topic: str, offset: int) -> list[tuple[int, int]]:
+    """The aborted transactions a read_committed Fetch from `offset` reports: (producer id, first offset)."""
+    resp = c.request(1, 11, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                             "isolation_level": 1, "session_id": 0, "session_epoch": -1, "topics": [
+                                 {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
+                                                                  "fetch_offset": offset, "log_start_offset": -1,
+                                                                  "partition_max_bytes": 1 << 20}]}],
+                             "forgotten_topics_data": [], "rack_id": ""})
+    p = resp.responses[0].partitions[0]
+    return [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
+
+
+def test_end_txn_racing_the_timeout_has_one_outcome(broker_factory: Callable[..., BrokerProcess],
+                                                    topic_name: str) -> None:
+    """EndTxn(commit) sent around the moment the timeout abort fires: whichever wins, the client's
+    answer, the coordinator's state and the partition's markers all say the same."""
+    b = broker_factory(transaction_abort_timed_out_transaction_cleanup_interval_ms="10")
+    outcomes = set()
+    with RawClient(b.bootstrap) as c:
+        create_topic(c, topic_name)
+        for i in range(12):
+            tid = f"tx-race-{i}"
+            start = offsets(c, topic_name, 0)
+            pid, epoch = open_txn(c, tid, topic_name, [b"r%d" % i], timeout_ms=300)
+            time.sleep(0.25 + 0.01 * i)  # (the race itself: the commit lands just before or after 300 ms)
+            code = end_txn(c, tid, pid, epoch, True).error_code
+            assert code in (ErrorCode.NONE, ErrorCode.PRODUCER_FENCED), code
+            state = "CompleteCommit" if code == ErrorCode.NONE else "CompleteAbort"
+            assert wait_state(c, tid, state).transaction_state == state
+            wait_until(lambda: offsets(c, topic_name, 1) == offsets(c, topic_name, 0), what="the marker")
+            aborted = (pid, start) in aborted_at(c, topic_name, start)
+            assert aborted == (code != ErrorCode.NONE), (i, code, aborted)
+            outcomes.add(state)
+    assert outcomes  # (which ones occur depends on timing; each one is checked above)
