@@ -52,6 +52,7 @@ from samsa.server.context import Op, Partition, RequestContext, ResourceType
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange, StorageError
+from samsa.storage.partition_log import slice_next_offset
 
 _storage_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=10.0)
 
@@ -304,7 +305,8 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
                 if committed:
                     entry["aborted_transactions"] = [
                         {"producer_id": pid, "first_offset": first}
-                        for pid, first in log.collect_aborted_transactions(fp.fetch_offset, lso)]
+                        for pid, first in log.collect_aborted_transactions(
+                            fp.fetch_offset, min(lso, slice_next_offset(sl)) if log.has_aborted_transactions else lso)]
             else:
                 waitable.append(partition)
             parts.append(entry)

@@ -470,6 +470,10 @@ class Log:
         self._segments[i].txn_index.append(txn)
         self._has_aborts = True
 
+    @property
+    def has_aborted_transactions(self) -> bool:
+        return self._has_aborts
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping
         [start_offset, upper_bound_offset), from the segment holding start_offset on."""

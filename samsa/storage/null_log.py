@@ -309,6 +309,10 @@ class NullLog:
         if not self._aborted or txn.last_offset > self._aborted[-1].last_offset:
             self._aborted.append(txn)
 
+    @property
+    def has_aborted_transactions(self) -> bool:
+        return bool(self._aborted)
+
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         return [(t.producer_id, t.first_offset) for t in self._aborted
                 if t.last_offset >= start_offset and t.first_offset < upper_bound_offset]

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol, Self, runtime_checkable
 
-from samsa.protocol.batch import BatchHeader
+from samsa.protocol.batch import HEADER_SIZE, BatchHeader, parse_header
 from samsa.storage.config import LogConfig
 from samsa.storage.leader_epoch import LeaderEpochCache
 from samsa.storage.producer_state import ProducerStateManager
@@ -80,6 +80,37 @@ def read_bytes(log_slice: LogSlice) -> bytes:
             break
         data += more
     return data
+
+
+def slice_next_offset(log_slice: LogSlice) -> int:
+    """The offset after the last whole batch of the slice (its first batch's base offset when
+    none is whole): the upper bound of what a fetch hands out, read from the batch headers only
+    (a pread of 61 bytes per batch from a file). Kafka bounds the aborted transactions it lists
+    in a read_committed fetch by it."""
+    end_offset = log_slice.first_batch_offset
+    if isinstance(log_slice, MemorySlice):
+        buf = memoryview(log_slice)
+        pos, end = 0, len(buf)
+
+        def header(at: int) -> bytes | memoryview:
+            return buf[at:at + HEADER_SIZE]
+    else:
+        fd, start, size, _ = log_slice
+        pos, end = start, start + size
+
+        def header(at: int) -> bytes | memoryview:
+            return os.pread(fd, HEADER_SIZE, at)
+
+    while pos + HEADER_SIZE <= end:
+        raw = header(pos)
+        if len(raw) < HEADER_SIZE:
+            break
+        h = parse_header(raw)
+        if h.size <= 0 or pos + h.size > end:
+            break
+        end_offset = h.next_offset
+        pos += h.size
+    return end_offset
 
 
 class AppendResult(NamedTuple):
@@ -154,6 +185,10 @@ class PartitionLog(Protocol):
 
     def add_aborted_txn(self, txn: AbortedTxn) -> None:
         """Index an aborted transaction (with the segment holding its marker)."""
+
+    @property
+    def has_aborted_transactions(self) -> bool:
+        """Whether any aborted transaction is indexed (a read_committed fetch then bounds them)."""
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping

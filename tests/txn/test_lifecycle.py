@@ -151,13 +151,13 @@ def test_transaction_version_1_needs_the_partition_added_first(broker: BrokerPro
         assert produce_v(c, topic_name, txn_batch(pid, epoch, 0, [b"x"]), 9, "tx-v1").error_code == 0
 
 
-def aborted_at(c: RawClient, topic: str, offset: int) -> list[tuple[int, int]]:
+def aborted_at(c: RawClient, topic: str, offset: int, max_bytes: int = 1 << 20) -> list[tuple[int, int]]:
     """The aborted transactions a read_committed Fetch from `offset` reports: (producer id, first offset)."""
-    resp = c.request(1, 11, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+    resp = c.request(1, 11, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max_bytes,
                              "isolation_level": 1, "session_id": 0, "session_epoch": -1, "topics": [
                                  {"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1,
                                                                   "fetch_offset": offset, "log_start_offset": -1,
-                                                                  "partition_max_bytes": 1 << 20}]}],
+                                                                  "partition_max_bytes": max_bytes}]}],
                              "forgotten_topics_data": [], "rack_id": ""})
     p = resp.responses[0].partitions[0]
     return [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or [])]
@@ -185,3 +185,21 @@ def test_end_txn_racing_the_timeout_has_one_outcome(broker_factory: Callable[...
             assert aborted == (code != ErrorCode.NONE), (i, code, aborted)
             outcomes.add(state)
     assert outcomes  # (which ones occur depends on timing; each one is checked above)
+
+
+def test_a_fetch_lists_only_the_aborted_transactions_in_what_it_returns(broker: BrokerProcess,
+                                                                        topic_name: str) -> None:
+    """Kafka's bound: the aborted transactions that overlap the fetched batches, not every one up to
+    the LSO (a consumer far behind would otherwise get them all with every fetch)."""
+    with RawClient(broker.bootstrap) as c:
+        create_topic(c, topic_name)
+        big = b"x" * 4000
+        first_pid, first_epoch = open_txn(c, "tx-bound-a", topic_name, [big] * 4)  # offsets 0-3, one batch
+        assert end_txn(c, "tx-bound-a", first_pid, first_epoch, True).error_code == 0
+        wait_until(lambda: offsets(c, topic_name, 1) == 5, what="the first commit")
+        pid, epoch = open_txn(c, "tx-bound-b", topic_name, [b"doomed"])  # offset 5
+        assert end_txn(c, "tx-bound-b", pid, epoch, False).error_code == 0
+        wait_until(lambda: offsets(c, topic_name, 1) == 7, what="the abort marker")
+        assert aborted_at(c, topic_name, 0, max_bytes=1000) == []  # only the first batch (min one batch)
+        assert aborted_at(c, topic_name, 0) == [(pid, 5)]
+        assert aborted_at(c, topic_name, 5) == [(pid, 5)]
