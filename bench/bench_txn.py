@@ -19,6 +19,7 @@ read_committed/read_uncommitted (goals: >= 0.7 and >= 0.9).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -30,6 +31,13 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.brokerproc import BrokerProcess
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
 
 VALUE = b"x" * 1024
 
@@ -119,6 +127,32 @@ def consume(bootstrap: str, topic: str, isolation: str) -> tuple[float, int]:
     return (last - first) / max(time.perf_counter() - (start or time.perf_counter()), 1e-9), n
 
 
+def raw_read(bootstrap: str, topic: str, isolation: int) -> float:
+    """Log offsets/s of reading the partition to its end with raw Fetch requests (Samsa's codec,
+    1 MiB each, the batches only counted, not decoded): the broker's side without librdkafka's."""
+    from samsa.protocol.records import scan_batches
+    from tests.rawclient import RawClient
+
+    with RawClient(bootstrap) as c:
+        offset = 0
+        start = time.perf_counter()
+        while True:
+            r = c.request(1, 11, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                                  "isolation_level": isolation, "session_id": 0, "session_epoch": -1,
+                                  "topics": [{"topic": topic, "partitions": [{
+                                      "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                                      "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}],
+                                  "forgotten_topics_data": [], "rack_id": ""})
+            p = r.responses[0].partitions[0]
+            headers = scan_batches(bytes(p.records or b""), verify_crc=False, allow_partial_tail=True)
+            if not headers:
+                break
+            offset = headers[-1][1].next_offset
+            if offset >= (p.last_stable_offset if isolation else p.high_watermark):
+                break
+        return offset / (time.perf_counter() - start)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -128,7 +162,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         b = BrokerProcess(Path(d) / "broker").start()
         rows: dict[str, list[float]] = {"idempotent": [], "transactional": [], "txn/s": [], "read_uncommitted": [],
-                                        "read_committed": []}
+                                        "read_committed": [], "broker cpu s uncommitted": [],
+                                        "broker cpu s committed": [], "raw read_uncommitted": [],
+                                        "raw read_committed": []}
+        assert b.proc is not None
+        pid = b.proc.pid
         try:
             for r in range(args.rounds):
                 ti, tt, t1 = (f"b-{k}-{uuid.uuid4().hex[:6]}" for k in ("idem", "txn", "one"))
@@ -143,16 +181,27 @@ def main() -> None:
                 rows["txn/s"].append(txn_rate(b.bootstrap, t1, min(args.seconds, 5.0)))
                 for iso in (("read_uncommitted", "read_committed") if r % 2 == 0 else
                             ("read_committed", "read_uncommitted")):
+                    c0 = cpu_seconds(pid)
                     rate, n = consume(b.bootstrap, tt, iso)
+                    used = cpu_seconds(pid) - c0
                     rows[iso].append(rate)
-                    print(f"  round {r + 1} {iso}: {rate:,.0f} offsets/s ({n} records delivered)", flush=True)
-                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.0f}" for k, v in rows.items()), flush=True)
+                    rows["broker cpu s " + iso.split("_")[1]].append(used)
+                    print(f"  round {r + 1} {iso}: {rate:,.0f} offsets/s ({n} records delivered), broker CPU "
+                          f"{used:.2f} s", flush=True)
+                for iso in (0, 1) if r % 2 == 0 else (1, 0):
+                    rows["raw read_committed" if iso else "raw read_uncommitted"].append(raw_read(b.bootstrap, tt, iso))
+                print(f"round {r + 1}: " + ", ".join(f"{k} {v[-1]:,.2f}" if "cpu" in k else f"{k} {v[-1]:,.0f}"
+                                                     for k, v in rows.items()), flush=True)
         finally:
             b.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
-    print("\nmedians: " + ", ".join(f"{k} {v:,.0f}" for k, v in med.items()))
+    print("\nmedians: " + ", ".join(f"{k} {v:,.2f}" if "cpu" in k else f"{k} {v:,.0f}" for k, v in med.items()))
     print(f"transactional / idempotent = {med['transactional'] / med['idempotent']:.2f} (goal >= 0.7)")
     print(f"read_committed / read_uncommitted = {med['read_committed'] / med['read_uncommitted']:.2f} (goal >= 0.9)")
+    print(f"raw Fetch (no librdkafka): read_committed / read_uncommitted = "
+          f"{med['raw read_committed'] / med['raw read_uncommitted']:.2f}")
+    print(f"broker CPU to serve the topic: read_committed {med['broker cpu s committed']:.2f} s, read_uncommitted "
+          f"{med['broker cpu s uncommitted']:.2f} s")
     print(f"1-record transactions/s = {med['txn/s']:,.0f}")
 
 
