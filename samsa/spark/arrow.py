@@ -25,6 +25,8 @@ parsed in Python for the records that have any. Aborted transactional records ar
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (imported by the first take(); load it with this module, not mid-batch)
@@ -168,11 +170,19 @@ def _frame(body: _Buffer, count: int) -> np.ndarray | None:
     return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
-def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool, max_size: int) -> _Sections:
+def _collect(buf: _Buffer, start: int | None, end: int | None, verify_crc: bool, max_size: int,
+             aborted: Sequence[tuple[int, int]] = ()) -> _Sections:
     view = memoryview(buf)
     out = _Sections()
+    pending = sorted(aborted, key=lambda a: a[1])  # (producer id, first offset), as a read_committed fetch lists them
+    skipping: set[int] = set()  # producers inside an aborted transaction (Kafka's consumer rule)
     for pos, header in scan_batches(buf, verify_crc=verify_crc, allow_partial_tail=True):
-        if header.is_control or header.record_count == 0:
+        while pending and pending[0][1] <= header.last_offset:
+            skipping.add(pending.pop(0)[0])
+        if header.is_control:
+            skipping.discard(header.producer_id)  # its marker: the aborted transaction ends here
+            continue
+        if header.record_count == 0 or (header.is_transactional and header.producer_id in skipping):
             continue
         if (start is not None and header.next_offset <= start) or (end is not None and header.base_offset >= end):
             continue
@@ -302,14 +312,17 @@ def decode_partition(
     include_headers: bool = False,
     verify_crc: bool = True,
     max_size: int = DEFAULT_MAX_SIZE,
+    aborted: Sequence[tuple[int, int]] = (),
 ) -> pa.RecordBatch:
     """The records of `data` (concatenated v2 batches, as a Fetch returns them) with
     start_offset <= offset < end_offset, as one RecordBatch of `kafka_schema(include_headers)`.
 
-    A partial batch at the end of `data` is ignored; control batches are skipped.
+    A partial batch at the end of `data` is ignored; control batches are skipped. `aborted`:
+    the (producer id, first offset) a read_committed fetch listed; those transactions' batches
+    are dropped, up to each one's marker.
     """
     schema = kafka_schema(include_headers)
-    sections = _collect(data, start_offset, end_offset, verify_crc, max_size)
+    sections = _collect(data, start_offset, end_offset, verify_crc, max_size, aborted)
     if not sections.records:
         return pa.RecordBatch.from_pylist([], schema=schema)
     # padding: a bad varint reads zeros, not past the end (fields are cut by offsets, so it never shows)

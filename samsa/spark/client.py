@@ -95,13 +95,15 @@ class _Connection:
 
 class SamsaClient:
     def __init__(self, bootstrap: str, *, timeout: float = 30.0, client_id: str = "samsa-spark",
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, isolation_level: int = 0) -> None:
         self.bootstrap = [_hostport(x) for x in bootstrap.split(",") if x.strip()]
         if not self.bootstrap:
             raise ClientError("no bootstrap server given (kafka.bootstrap.servers is host:port[,host:port])")
         self.timeout = timeout
         self.client_id = client_id
         self.security = security
+        self.isolation_level = isolation_level  # 1: read_committed (latest = the LSO, aborted records dropped)
+        self.aborted: list[tuple[int, int]] = []  # the last fetch's aborted transactions (read_committed)
         self.brokers: dict[int, tuple[str, int]] = {}
         self.leaders: dict[TopicPartition, int] = {}
         self._conns: dict[tuple[str, int], _Connection] = {}
@@ -203,8 +205,9 @@ class SamsaClient:
                     topics.setdefault(t, []).append({"partition_index": p, "current_leader_epoch": -1,
                                                      "timestamp": ts})
                 try:
-                    resp = self._call(addr, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
-                        {"name": t, "partitions": ps} for t, ps in topics.items()]})
+                    wanted = [{"name": t, "partitions": ps} for t, ps in topics.items()]
+                    resp = self._call(addr, 2, 7, {"replica_id": -1, "isolation_level": self.isolation_level,
+                                                   "topics": wanted})
                 except ClientError:  # the leader went away: find the new one
                     if time.monotonic() > deadline:
                         raise
@@ -233,7 +236,9 @@ class SamsaClient:
     def fetch(self, tp: TopicPartition, offset: int, max_bytes: int = 8 << 20, *, max_wait_ms: int = 500,
               retries: int = 20) -> tuple[bytes, int, int]:
         """(record batch bytes from `offset`, high watermark, log start offset) of one
-        partition; the bytes may be empty (nothing yet) or end in a partial batch."""
+        partition; the bytes may be empty (nothing yet) or end in a partial batch. read_committed:
+        the bytes end at the last stable offset, which is returned in place of the high
+        watermark, and `self.aborted` lists the aborted transactions among them."""
         deadline = time.monotonic() + self.timeout
         attempt = 0
         while True:
@@ -249,6 +254,9 @@ class SamsaClient:
             part = resp.responses[0].partitions[0]
             code = ErrorCode(part.error_code)
             if code == ErrorCode.NONE:
+                if self.isolation_level:
+                    self.aborted = [(a.producer_id, a.first_offset) for a in (part.aborted_transactions or [])]
+                    return bytes(part.records or b""), part.last_stable_offset, part.log_start_offset
                 return bytes(part.records or b""), part.high_watermark, part.log_start_offset
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
                 raise OffsetOutOfRange(tp, offset, part.log_start_offset, part.high_watermark)
@@ -262,7 +270,7 @@ class SamsaClient:
     def _fetch_once(self, tp: TopicPartition, offset: int, max_bytes: int, max_wait_ms: int) -> Any:
         addr = self._leader_addr(tp)
         body = {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": self.isolation_level, "session_id": 0, "session_epoch": -1,
                 "topics": [{"topic": tp[0], "partitions": [{
                     "partition": tp[1], "current_leader_epoch": -1, "fetch_offset": offset,
                     "last_fetched_epoch": -1, "log_start_offset": -1, "partition_max_bytes": max_bytes}]}],
@@ -359,7 +367,7 @@ class OffsetOutOfRange(ClientError):
         self.tp, self.offset, self.log_start, self.high_watermark = tp, offset, log_start, high_watermark
 
 
-_POOL: dict[tuple[str, tuple[tuple[str, str], ...]], SamsaClient] = {}
+_POOL: dict[tuple[str, tuple[tuple[str, str], ...], int], SamsaClient] = {}
 _POOL_LOCK = threading.Lock()
 
 
@@ -371,10 +379,10 @@ def security_params(kafka_params: Iterable[tuple[str, str]]) -> tuple[tuple[str,
     return tuple(sorted((k, v) for k, v in kafka_params if k.startswith(SECURITY_PREFIXES)))
 
 
-def client_for(bootstrap: str, security: tuple[tuple[str, str], ...] = ()) -> SamsaClient:
-    """One client per bootstrap string and security settings per process (executors reuse
-    theirs across tasks)."""
-    key = (bootstrap, security)
+def client_for(bootstrap: str, security: tuple[tuple[str, str], ...] = (), isolation_level: int = 0) -> SamsaClient:
+    """One client per bootstrap string, security settings and isolation level per process
+    (executors reuse theirs across tasks)."""
+    key = (bootstrap, security, isolation_level)
     with _POOL_LOCK:
         c = _POOL.get(key)
         if c is None:
@@ -382,7 +390,7 @@ def client_for(bootstrap: str, security: tuple[tuple[str, str], ...] = ()) -> Sa
                 settings = ClientSecurity.from_properties(dict(security))
             except ValueError as e:
                 raise ClientError(str(e)) from None
-            c = _POOL[key] = SamsaClient(bootstrap, security=settings)
+            c = _POOL[key] = SamsaClient(bootstrap, security=settings, isolation_level=isolation_level)
         return c
 
 

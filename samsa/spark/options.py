@@ -147,6 +147,7 @@ class SourceOptions:
     include_headers: bool
     topic: str | None
     streaming: bool
+    read_committed: bool = False  # kafka.isolation.level=read_committed
 
     @property
     def kafka_config(self) -> dict[str, str]:
@@ -392,7 +393,16 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool = True) 
         include_headers=parse_bool(params, "includeheaders", "includeHeaders", False),
         topic=topic.strip() if topic is not None and topic.strip() else None,
         streaming=streaming,
+        read_committed=_isolation(dict(kafka_params)),
     )
+
+
+def _isolation(kafka: Mapping[str, str]) -> bool:
+    """kafka.isolation.level: read_uncommitted (Spark's default) or read_committed."""
+    level = kafka.get("isolation.level", "read_uncommitted").strip().lower()
+    if level not in ("read_uncommitted", "read_committed"):
+        raise OptionError(f"Option 'kafka.isolation.level' must be read_uncommitted or read_committed, got '{level}'")
+    return level == "read_committed"
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:

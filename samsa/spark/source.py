@@ -129,7 +129,7 @@ def _options(raw: Any, streaming: bool) -> SourceOptions:
 
 
 def _client(opts: SourceOptions) -> SamsaClient:
-    return client_for(opts.bootstrap_servers, security_params(opts.kafka_params))
+    return client_for(opts.bootstrap_servers, security_params(opts.kafka_params), int(opts.read_committed))
 
 
 def current_partitions(opts: SourceOptions) -> list[TopicPartition]:
@@ -203,22 +203,24 @@ def _partitions(opts: SourceOptions, start: dict[TopicPartition, int], end: dict
             raise SamsaSourceError(data_loss_message(problem, True))
         start = {tp: max(o, earliest.get(tp, o)) for tp, o in start.items()}
     security = security_params(opts.kafka_params)
-    return [InputPartition((opts.bootstrap_servers, t, p, lo, hi, opts.include_headers, security))
+    return [InputPartition((opts.bootstrap_servers, t, p, lo, hi, opts.include_headers, security,
+                            int(opts.read_committed)))
             for t, p, lo, hi in offset_ranges(start, end, earliest)]
 
 
 # --------------------------------------------------------------------------- reading (executors)
 
 
-def read_range(value: tuple[str, str, int, int, int, bool, tuple[tuple[str, str], ...]]) -> Iterator[pa.RecordBatch]:
+def read_range(value: tuple[str, str, int, int, int, bool, tuple[tuple[str, str], ...], int]
+               ) -> Iterator[pa.RecordBatch]:
     """Every record of topic-partition [lo, hi) as Arrow record batches."""
     # Imported here, not with the module: Spark's source process on the driver, which starts
     # with every streaming query, plans offsets and never decodes a record.
     from samsa.protocol.records import scan_batches
     from samsa.spark.arrow import decode_partition
 
-    bootstrap, topic, partition, lo, hi, headers, security = value
-    c = client_for(bootstrap, security)
+    bootstrap, topic, partition, lo, hi, headers, security, isolation = value
+    c = client_for(bootstrap, security, isolation)
     offset = lo
     size = FIRST_FETCH_BYTES
     while offset < hi:
@@ -228,7 +230,8 @@ def read_range(value: tuple[str, str, int, int, int, bool, tuple[tuple[str, str]
             if hw <= offset:
                 raise SamsaSourceError(f"{topic}-{partition} ends at {hw}, before the planned {hi}")
             continue
-        batch = decode_partition(data, topic, partition, start_offset=offset, end_offset=hi, include_headers=headers)
+        batch = decode_partition(data, topic, partition, start_offset=offset, end_offset=hi, include_headers=headers,
+                                 aborted=c.aborted if isolation else ())
         whole = scan_batches(data, verify_crc=False, allow_partial_tail=True)
         nxt = whole[-1][1].next_offset if whole else offset
         if batch.num_rows:

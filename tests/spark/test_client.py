@@ -89,13 +89,13 @@ def test_read_range_starts_small_then_fetches_more(broker: BrokerProcess, topic_
     from samsa.spark.client import _POOL
 
     for lo in (0, 2000):
-        batches = list(read_range((broker.bootstrap, topic_name, 0, lo, 20_000, False, ())))
+        batches = list(read_range((broker.bootstrap, topic_name, 0, lo, 20_000, False, (), 0)))
         rows = [b.num_rows for b in batches]
         assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(lo, 20_000))
         assert [v for b in batches for v in b.column("value").to_pylist()] == values[lo:]
         if lo == 2000:  # small record batches: the first fetch holds ~64 KiB of them, later ones 2 MiB
             assert rows[0] <= FIRST_FETCH_BYTES // 100 and max(rows) >= 8 * rows[0], rows
-    _POOL.pop((broker.bootstrap, ())).close()  # the executor's pooled client, left open by read_range
+    _POOL.pop((broker.bootstrap, (), 0)).close()  # the executor's pooled client, left open by read_range
 
 
 def test_the_driver_side_source_loads_no_reading_or_writing_code() -> None:

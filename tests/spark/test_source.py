@@ -171,3 +171,36 @@ def test_streaming_only_mistake_fails_the_query_at_its_start(spark: Any, broker:
         assert "UnboundLocalError" not in str(info.value)
     finally:
         q.stop()
+
+
+def test_read_committed_skips_aborted_and_open_transactions(spark: Any, broker: BrokerProcess,
+                                                            topic_name: str) -> None:
+    """kafka.isolation.level=read_committed: committed records only, up to the last stable offset
+    (an open transaction's records are not read); read_uncommitted reads every data record, and
+    neither shows the transaction markers as rows."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-tx"})
+    p.init_transactions(20)
+    for i, commit in enumerate([True, False, True]):
+        p.begin_transaction()
+        for j in range(5):
+            p.produce(topic_name, b"%d-%d" % (i, j))
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(20)
+    p.begin_transaction()
+    p.produce(topic_name, b"open")
+    p.flush(10)  # left open
+
+    def read(level: str) -> list[bytes]:
+        df = (spark.read.format("samsa").option("kafka.bootstrap.servers", broker.bootstrap)
+              .option("subscribe", topic_name).option("kafka.isolation.level", level).load())
+        return [bytes(r.value) for r in df.orderBy("offset").collect()]
+
+    committed = [b"%d-%d" % (i, j) for i in (0, 2) for j in range(5)]
+    assert read("read_committed") == committed
+    everything = [b"%d-%d" % (i, j) for i in range(3) for j in range(5)] + [b"open"]
+    assert read("read_uncommitted") == everything
+    p.abort_transaction(20)
+    with pytest.raises(Exception, match="kafka.isolation.level"):
+        read("serializable")
