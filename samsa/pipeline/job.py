@@ -27,6 +27,8 @@ checkpoint under `<data>/checkpoints/`, so a restarted job resumes exactly where
   file, so storage holds every window update exactly once; the `windows` view of `samsa
   pipeline query` keeps each window's latest update. (Giving each reading one row per window —
   seven — and letting Spark group them all cost four times as much.)
+  With `--exactly-once` the topics get each micro-batch once too: its window updates and
+  alerts go in one Kafka transaction with a ledger of the batch id (see AggregatesWriter).
 
 After every micro-batch of `aggregates` the driver publishes a status record (rows, rates,
 end offsets) to `pipeline_status`, which is what the dashboard's lag and health use.
@@ -64,6 +66,7 @@ REQUIRED = ("sensor_id", "city", "ts", "pm25", "pm10")
 LIMITS = {"pm25": (0.0, 1000.0), "pm10": (0.0, 2000.0), "no2": (0.0, 2000.0), "o3": (0.0, 1000.0),
           "temperature": (-90.0, 60.0)}
 FUTURE_MS = 5 * 60_000
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 KINDS = (("city_1m", 60_000), ("city_5m", 300_000), ("sensor_1m", 60_000))
 
 
@@ -83,6 +86,16 @@ class JobConfig:
     # Kafka client properties for a secured cluster (security.protocol, sasl.*, ssl.*): the
     # samsa source and sink get them as kafka.<name>, the status producer as librdkafka's
     client_props: dict[str, str] = field(default_factory=dict)
+    # the aggregates and alerts of a micro-batch in one Kafka transaction, committed once
+    exactly_once: bool = False
+    # how the readings are read: read_committed skips the aborted transactions of a transactional producer
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def transactional_id(self) -> str:
+        """The aggregates writer's transactional.id, and its ledger's group: one per aggregates
+        topic, so a second job writing the same topic fences the first instead of doubling it."""
+        return f"samsa-pipeline-{self.topics['aggregates']}"
 
     def samsa_options(self) -> dict[str, str]:
         """The samsa data source's and sink's connection options."""
@@ -102,7 +115,7 @@ def parsed_stream(spark: Any, cfg: JobConfig) -> Any:
 
     reader = (spark.readStream.format("samsa").options(**cfg.samsa_options())
               .option("subscribe", cfg.topics["readings"]).option("startingOffsets", cfg.starting_offsets)
-              .option("failOnDataLoss", "false"))
+              .option("failOnDataLoss", "false").option("kafka.isolation.level", cfg.isolation_level))
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     raw = reader.load().select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
@@ -196,26 +209,58 @@ def windowed(parsed: Any, cfg: JobConfig) -> Any:
 
 
 class AggregatesWriter:
-    """foreachBatch of the `aggregates` query: topics and one parquet file per batch."""
+    """foreachBatch of the `aggregates` query: topics and one parquet file per batch.
+
+    At least once by default: a micro-batch replayed after a crash sends its windows again
+    (keyed, so a reader of the latest value per key sees no difference). With
+    `exactly_once`, a micro-batch's aggregates and alerts go in one Kafka transaction with a
+    ledger: the group `cfg.transactional_id` commits `batch id + 1` on the aggregates topic's
+    partition 0 in the same transaction (TxnOffsetCommit). A replayed micro-batch whose
+    transaction was committed before the crash finds its id below the ledger's offset and
+    sends nothing again; read_committed readers see every micro-batch once, whole. A zombie
+    (the job before a restart, still running) is fenced by the new job's InitProducerId.
+    """
 
     def __init__(self, cfg: JobConfig) -> None:
         self.cfg = cfg
         self._producer: Any = None
+        self._txn: Any = None  # (transactional producer, ledger consumer) with exactly_once
         self.windows_written = 0
         self.alerts_sent = 0
+        self.batches_skipped = 0  # replayed micro-batches whose transaction had been committed
         self.stopping = threading.Event()
         self.cities: CityWindows | None = None  # filled from storage at the first batch
 
+    def _librdkafka(self, **extra: Any) -> dict[str, Any]:
+        from samsa.protocol.client_security import librdkafka_config
+
+        return {**librdkafka_config(self.cfg.client_props), "bootstrap.servers": self.cfg.bootstrap, **extra}
+
     def producer(self) -> Any:
+        """The idempotent producer: windows (at least once) and the job's status records."""
         if self._producer is None:
             from confluent_kafka import Producer
 
-            from samsa.protocol.client_security import librdkafka_config
-
-            self._producer = Producer({**librdkafka_config(self.cfg.client_props),
-                                       "bootstrap.servers": self.cfg.bootstrap, "linger.ms": 5, "acks": "all",
-                                       "enable.idempotence": True, "client.id": "samsa-pipeline"})
+            self._producer = Producer(self._librdkafka(**{"linger.ms": 5, "acks": "all", "enable.idempotence": True,
+                                                          "client.id": "samsa-pipeline"}))
         return self._producer
+
+    def transactional(self) -> tuple[Any, Any]:
+        """The transactional producer (initialised: any earlier one of the id is fenced, its
+        open transaction aborted) and the ledger's consumer (read_committed, so the committed
+        offset it reads waits out an undecided transaction)."""
+        if self._txn is None:
+            from confluent_kafka import Consumer, Producer
+
+            tid = self.cfg.transactional_id
+            p = Producer(self._librdkafka(**{"linger.ms": 5, "transactional.id": tid,
+                                             "client.id": "samsa-pipeline-txn"}))
+            p.init_transactions(60)
+            ledger = Consumer(self._librdkafka(**{"group.id": tid, "enable.auto.commit": False,
+                                                  "isolation.level": "read_committed",
+                                                  "client.id": "samsa-pipeline-ledger"}))
+            self._txn = (p, ledger)
+        return self._txn
 
     def __call__(self, df: Any, batch_id: int) -> None:
         try:
@@ -239,7 +284,21 @@ class AggregatesWriter:
             r["category"] = aqi.category(r["aqi"])
             r["batch_id"] = batch_id
         self._store(rows, batch_id)
-        p = self.producer()
+        if self.cfg.exactly_once:
+            alerts = self._send_in_transaction(rows, batch_id)
+            if alerts is None:
+                return
+        else:
+            p = self.producer()
+            alerts = self._send(p, rows)
+            left = p.flush(30)
+            if left:
+                raise RuntimeError(f"{left} aggregate records not acknowledged by {self.cfg.bootstrap} within 30 s")
+        self.windows_written += len(rows)
+        self.alerts_sent += alerts
+
+    def _send(self, p: Any, rows: list[dict[str, Any]]) -> int:
+        """Produce the windows and their alerts; the number of alerts."""
         alerts = 0
         for r in rows:
             p.produce(self.cfg.topics["aggregates"], key=f"{r['kind']}:{r['key']}", value=json.dumps(
@@ -253,11 +312,44 @@ class AggregatesWriter:
                      "aqi": r["aqi"], "category": r["category"], "threshold": self.cfg.alert_aqi,
                      "pm25_avg": r["pm25_avg"]}))
             p.poll(0)
-        left = p.flush(30)
-        if left:
-            raise RuntimeError(f"{left} aggregate records not acknowledged by {self.cfg.bootstrap} within 30 s")
-        self.windows_written += len(rows)
-        self.alerts_sent += alerts
+        return alerts
+
+    def _send_in_transaction(self, rows: list[dict[str, Any]], batch_id: int) -> int | None:
+        """The micro-batch in one transaction with its ledger entry; None when the ledger says
+        this micro-batch was committed already (a replay after a crash)."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        p, ledger = self.transactional()
+        mark = TopicPartition(self.cfg.topics["aggregates"], 0)
+        try:
+            done = ledger.committed([mark], timeout=60)[0].offset
+            if done > batch_id:
+                self.batches_skipped += 1
+                log.info("aggregates batch %d was committed before a restart: not sent again", batch_id)
+                return None
+            p.begin_transaction()
+            alerts = self._send(p, rows)
+            p.send_offsets_to_transaction([TopicPartition(mark.topic, 0, batch_id + 1)],
+                                          ledger.consumer_group_metadata(), 60)
+            p.commit_transaction(60)
+            return alerts
+        except KafkaException as e:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                with contextlib.suppress(KafkaException):
+                    p.abort_transaction(60)  # nothing of this batch becomes visible; the query fails
+            if err.fatal():  # fenced by a newer job with the same aggregates topic, or broken
+                self._close_transactional()
+            raise
+
+    def _close_transactional(self) -> None:
+        if self._txn is not None:
+            p, ledger = self._txn
+            self._txn = None
+            with contextlib.suppress(Exception):
+                ledger.close()
+            with contextlib.suppress(Exception):
+                p.flush(5)
 
     def _stored_sensor_windows(self) -> list[dict[str, Any]]:
         """The sensor windows of the last two stored days, oldest batch first (after a restart)."""
@@ -290,6 +382,7 @@ class AggregatesWriter:
         if self._producer is not None:
             self._producer.flush(10)
             self._producer = None
+        self._close_transactional()
 
 
 def aggregates_query(parsed: Any, cfg: JobConfig, writer: AggregatesWriter) -> Any:
@@ -469,14 +562,26 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--spark-ui", action="store_true", help="serve Spark's web UI")
     ap.add_argument("--command-config", metavar="FILE",
                     help="Kafka client properties for a secured cluster (security.protocol, sasl.*, ssl.*)")
+    ap.add_argument("--exactly-once", action="store_true",
+                    help="write each micro-batch's aggregates and alerts in one Kafka transaction, so that a "
+                         "restarted job does not send a window update twice (read them with read_committed)")
+    ap.add_argument("--isolation-level", default=None, choices=ISOLATION_LEVELS,
+                    help="how the readings topic is read: read_committed skips aborted transactions (default: "
+                         "isolation.level of --command-config, else read_uncommitted as Spark's Kafka source)")
 
 
 def config_from(args: argparse.Namespace) -> JobConfig:
+    props = client_properties(args.command_config)
+    # a consumer's key: it is the reader's, not the producers' or the dead-letter sink's
+    isolation = props.pop("isolation.level", "read_uncommitted").strip()
+    if isolation not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation.level must be read_uncommitted or read_committed, not {isolation!r}")
     return JobConfig(bootstrap=args.bootstrap_server, data_dir=Path(args.data_dir), trigger=args.trigger,
                      storage_trigger=args.storage_trigger,
                      watermark=args.watermark, alert_aqi=args.alert_aqi, starting_offsets=args.starting_offsets,
                      max_offsets_per_trigger=args.max_offsets_per_trigger,
-                     client_props=client_properties(getattr(args, "command_config", None)))
+                     client_props=props, exactly_once=args.exactly_once,
+                     isolation_level=args.isolation_level or isolation)
 
 
 def client_properties(path: str | None) -> dict[str, str]:
