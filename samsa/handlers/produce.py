@@ -51,9 +51,10 @@ def handle(ctx: RequestContext, req: Any) -> Any:
     return _append_all(ctx, req, None)
 
 
-def _unverified(ctx: RequestContext, req: Any) -> list[tuple[str, int, int, int]]:
-    """(topic, partition, producer id, epoch) of the transactional batches that start their
-    producer's transaction in a partition led here (the coordinator is asked first)."""
+def _unverified(ctx: RequestContext, req: Any) -> list[tuple[str, int, int, int, object]]:
+    """(topic, partition, producer id, epoch, verification guard) of the transactional batches
+    that start their producer's transaction in a partition led here (the coordinator is asked
+    first)."""
     if ctx.version < 12 and not ctx.config.get("transaction.partition.verification.enable"):
         return []
     out = []
@@ -71,20 +72,32 @@ def _unverified(ctx: RequestContext, req: Any) -> list[tuple[str, int, int, int]
             partition = ctx.replicas.get(t.name, pd.index)
             if partition is None or not partition.is_leader:
                 continue
-            ongoing = partition.producers.ongoing_txn(h.producer_id)
+            producers = partition.producers
+            ongoing = producers.ongoing_txn(h.producer_id)
             if ongoing is None or ongoing[0] != h.producer_epoch:
-                out.append((t.name, pd.index, h.producer_id, h.producer_epoch))
+                guard = producers.start_verification(h.producer_id)
+                out.append((t.name, pd.index, h.producer_id, h.producer_epoch, guard))
     return out
 
 
-async def _verify_then_append(ctx: RequestContext, req: Any, checks: list[tuple[str, int, int, int]]) -> Any:
+async def _verify_then_append(ctx: RequestContext, req: Any, checks: list[tuple[str, int, int, int, object]]) -> Any:
     add = ctx.version >= 12
     codes = await asyncio.gather(*(ctx.transactions.verify(req.transactional_id, pid, epoch, topic, index, add=add)
-                                   for topic, index, pid, epoch in checks))
+                                   for topic, index, pid, epoch, _ in checks))
     refused: dict[tuple[str, int], tuple[ErrorCode, str]] = {}
-    for (topic, index, _, _), code in zip(checks, codes, strict=True):
+    for (topic, index, pid, epoch, guard), code in zip(checks, codes, strict=True):
+        partition = ctx.replicas.get(topic, index)
         if code == ErrorCode.NONE:
+            # (KIP-890's VerificationGuard) the coordinator's yes holds only if no marker of this
+            # producer ended its transaction here while the question was out; otherwise the batch
+            # would open a transaction nobody ends
+            if partition is None or partition.producers.verified(pid, epoch, guard):
+                continue  # (a partition gone: the append answers for it)
+            refused[(topic, index)] = (_verification_error(ErrorCode.TRANSACTION_ABORTABLE, ctx.version)[0],
+                                       "the transaction ended while the partition was being verified")
             continue
+        if partition is not None:
+            partition.producers.end_verification(pid, guard)
         refused[(topic, index)] = _verification_error(code, ctx.version)
     return _append_all(ctx, req, refused)
 

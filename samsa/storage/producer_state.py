@@ -131,6 +131,11 @@ class ProducerStateManager:
         # offset -> marker offset.
         self._ongoing: dict[int, int] = {}
         self._unreplicated: dict[int, int] = {}
+        # KIP-890's verification guards (leader only, never snapshotted): producer id -> the
+        # token of a verification with the transaction coordinator in flight. A marker of the
+        # producer ends it, so an answer that comes back after the transaction ended finds
+        # its token gone and the batch is refused instead of opening a transaction here.
+        self._verifying: dict[int, object] = {}
 
     # -- data batches ----------------------------------------------------------------------
 
@@ -193,6 +198,31 @@ class ProducerStateManager:
         if h.attributes & ATTR_TRANSACTIONAL and entry.current_txn_first_offset < 0:  # a transaction opens
             entry.current_txn_first_offset = first_offset
             self._ongoing[first_offset] = pid
+            self._verifying.pop(pid, None)
+
+    # -- KIP-890 verification ----------------------------------------------------------------
+
+    def start_verification(self, producer_id: int) -> object:
+        """The guard of a verification of `producer_id` about to ask the coordinator (the one in
+        flight already, if any: pipelined requests share it)."""
+        guard = self._verifying.get(producer_id)
+        if guard is None:
+            guard = self._verifying[producer_id] = object()
+        return guard
+
+    def verified(self, producer_id: int, producer_epoch: int, guard: object) -> bool:
+        """Whether a batch the coordinator said is in the producer's transaction may go in now:
+        the transaction is open here at that epoch (an earlier batch opened it), or no marker
+        ended it since `guard` was taken."""
+        entry = self.producers.get(producer_id)
+        if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == producer_epoch:
+            return True
+        return self._verifying.get(producer_id) is guard
+
+    def end_verification(self, producer_id: int, guard: object) -> None:
+        """Forget `guard` (the coordinator refused: nothing will be appended under it)."""
+        if self._verifying.get(producer_id) is guard:
+            del self._verifying[producer_id]
 
     # -- transaction markers -----------------------------------------------------------------
 
@@ -232,6 +262,7 @@ class ProducerStateManager:
         entry.set_epoch(max(producer_epoch, entry.epoch))
         entry.coordinator_epoch = max(coordinator_epoch, entry.coordinator_epoch)
         entry.current_txn_first_offset = -1
+        self._verifying.pop(producer_id, None)
         if timestamp >= 0:
             entry.last_timestamp = timestamp
         return done

@@ -106,6 +106,31 @@ def test_a_plain_batch_during_a_transaction_is_invalid_txn_state() -> None:
     s.check(header(1, 0, 1))
 
 
+def test_a_verification_holds_until_a_marker_of_its_producer() -> None:
+    """KIP-890's VerificationGuard: the coordinator's answer counts only if no marker of the
+    producer ended its transaction here while the question was out."""
+    s = ProducerStateManager()
+    g = s.start_verification(1)
+    assert s.start_verification(1) is g  # pipelined requests of the producer share it
+    assert s.verified(1, 0, g)
+    s.complete_txn(1, 0, True, 5, 0)  # the transaction ended meanwhile (no data here)
+    assert not s.verified(1, 0, g)  # the late yes is refused: it would open a transaction nobody ends
+    g2 = s.start_verification(1)
+    assert g2 is not g and s.verified(1, 0, g2)
+    s.record(header(1, 0, 0), 6)  # the first batch opens the transaction...
+    assert s.verified(1, 0, g2)  # ...so a pipelined second batch at that epoch needs no guard
+    assert not s.verified(1, 1, g2)  # (at another epoch it does, and that one is gone)
+    s.complete_txn(1, 0, False, 7, 0)
+    assert not s.verified(1, 0, g2)
+    g3 = s.start_verification(2)
+    s.end_verification(2, g3)  # the coordinator said no
+    assert not s.verified(2, 0, g3)
+    g4 = s.start_verification(2)
+    assert g4 is not g3
+    s.end_verification(2, g3)  # (a stale guard does not forget the newer one)
+    assert s.start_verification(2) is g4
+
+
 def test_snapshot_round_trip_and_corruption() -> None:
     s = ProducerStateManager()
     s.record(header(1, 2, 0, 4), 100)
