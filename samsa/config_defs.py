@@ -375,6 +375,11 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "How often expired transactional ids are removed.", at_least(1)),
     _b("request.timeout.ms", "int", 30000, "How long the transaction coordinator waits for its own writes to "
        "replicate and for another broker to answer it.", at_least(0)),
+    _b("transaction.version", "short", 2, "Samsa extension: the level at which ApiVersions finalizes the feature "
+       "transaction.version (KIP-890; Kafka sets it for the cluster with kafka-storage format --feature or "
+       "kafka-features). 2: a client that knows it (Kafka's Java client 4.x) uses transaction version 2; 1 or 0: "
+       "it uses version 1. Both versions are served whatever the level; give every broker the same.",
+       between(0, 2)),
     _b("transaction.partition.verification.enable", "boolean", True, "A partition leader asks the transaction "
        "coordinator before a producer's first transactional write to it (KIP-890).", dynamic=True),
     _b("producer.id.expiration.ms", "int", 86400000, "Forget idle producer ids after this long." + _UNUSED, at_least(1),

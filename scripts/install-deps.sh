@@ -10,6 +10,8 @@
 #   C:               gcc, libc6-dev (and python3-dev for Debian's python): the compiled record walker
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
+#   Java:            maven + openjdk-17-jdk-headless (only if mvn or javac is missing), then
+#                    Kafka's kafka-clients jars into build/jars/clients (scripts/kafka-jars.sh)
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs);
 #                    compat/node-rdkafka/node_modules (node-rdkafka, which compiles its bundled
 #                    librdkafka with g++: about 2-3 minutes, once)
@@ -67,6 +69,12 @@ if [ "$TEST_DEPS" = 1 ]; then
     apt_install kcat zookeeper openjdk-17-jre-headless chromium fonts-dejavu-core
     # the failing-disk tests: an ext4 file system on a loop device (tests/failing_disk.py)
     apt_install e2fsprogs mount
+    # a JDK and Maven: Kafka's own Java client for tests/compat/test_java_client.py (jars below)
+    if command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; then
+        step "java: $(javac -version 2>&1) and mvn already present"
+    else
+        apt_install maven openjdk-17-jdk-headless
+    fi
     if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
         step "node: $(node --version) and npm $(npm --version 2>/dev/null) already present"
     else
@@ -137,6 +145,9 @@ if [ -f compat/kafkajs/package-lock.json ]; then
 else
     (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
+
+# --- Kafka's Java client (tests/compat/test_java_client.py): jars from Maven, cached in build/jars ---
+bash scripts/kafka-jars.sh clients
 
 # --- node-rdkafka (the transaction tests): compiled once, kept while its lock file is unchanged ---
 NRD=compat/node-rdkafka

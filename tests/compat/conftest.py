@@ -7,7 +7,9 @@ skipping, so a machine without them cannot look green.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -28,6 +30,7 @@ with warnings.catch_warnings():
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKAJS_DIR = REPO / "compat" / "kafkajs"
+JAVA_CLIENT = REPO / "compat" / "java" / "SamsaJavaClient.java"
 
 
 @pytest.fixture(scope="session")
@@ -44,6 +47,41 @@ def kafkajs_runner() -> list[str]:
     if node is None or not (KAFKAJS_DIR / "node_modules" / "kafkajs").is_dir():
         pytest.fail("node or compat/kafkajs/node_modules missing: run scripts/install-deps.sh")
     return [node, str(KAFKAJS_DIR / "runner.js")]
+
+
+@pytest.fixture(scope="session")
+def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """The command running compat/java/SamsaJavaClient.java (Kafka's own Java client) but for
+    its JSON spec: the jars come from scripts/kafka-jars.sh (Maven, once; then cached in
+    build/jars/clients), the program is compiled once per session.
+
+    Without a JDK or the jars, the tests skip, unless SAMSA_REQUIRE_JAVA is set (./test.sh sets
+    it), where they fail."""
+    required = os.environ.get("SAMSA_REQUIRE_JAVA", "") not in ("", "0")
+
+    def unavailable(why: str) -> None:
+        if required:
+            pytest.fail(f"{why} (and SAMSA_REQUIRE_JAVA is set)")
+        pytest.skip(f"{why}: run scripts/install-deps.sh (SAMSA_REQUIRE_JAVA=1 makes this a failure)")
+
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if java is None or javac is None:
+        unavailable("no JDK: java and javac are needed for Kafka's Java client")
+    assert java is not None and javac is not None
+    jars = subprocess.run(["bash", str(REPO / "scripts" / "kafka-jars.sh"), "--print-classpath", "clients"],
+                          capture_output=True, text=True, timeout=900)
+    if jars.returncode != 0:
+        unavailable("Kafka's client jars could not be fetched: "
+                    + (jars.stderr.strip().splitlines() or ["(no message)"])[-1])
+    classpath = jars.stdout.strip()
+    classes = tmp_path_factory.mktemp("java-client")
+    build = subprocess.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", classpath, str(JAVA_CLIENT)],
+                           capture_output=True, text=True, timeout=300)
+    if build.returncode != 0:
+        pytest.fail(f"javac {JAVA_CLIENT.name} failed:\n{build.stdout}{build.stderr}")
+    # (C1 only and the serial collector: these short runs start faster on 2 loaded cores)
+    return [java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{classpath}{os.pathsep}{classes}",
+            "SamsaJavaClient"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -203,3 +203,20 @@ def test_a_fetch_lists_only_the_aborted_transactions_in_what_it_returns(broker: 
         assert aborted_at(c, topic_name, 0, max_bytes=1000) == []  # only the first batch (min one batch)
         assert aborted_at(c, topic_name, 0) == [(pid, 5)]
         assert aborted_at(c, topic_name, 5) == [(pid, 5)]
+
+
+def finalized_features(bootstrap: str) -> dict[str, tuple[int, int]]:
+    with RawClient(bootstrap) as c:
+        r = c.request(18, 3, {"client_software_name": "samsa-tests", "client_software_version": "1"})
+    assert r.error_code == 0
+    assert {f.name: (f.min_version, f.max_version) for f in r.supported_features} == {"transaction.version": (0, 2)}
+    return {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features}
+
+
+def test_finalized_transaction_version_is_the_broker_config(broker: BrokerProcess,
+                                                            broker_factory: Callable[..., BrokerProcess]) -> None:
+    """ApiVersions finalizes `transaction.version` at the config's level (2 by default); at 0 the
+    feature is not listed, as Kafka lists none finalized at 0 (level 1 with Kafka's Java client:
+    tests/compat/test_java_client.py)."""
+    assert finalized_features(broker.bootstrap) == {"transaction.version": (2, 2)}
+    assert finalized_features(broker_factory(transaction_version="0").bootstrap) == {}
