@@ -22,6 +22,8 @@ AddPartitionsToTxn). The coordinator's answers become Kafka's produce errors: no
 transaction, INVALID_TXN_STATE (TRANSACTION_ABORTABLE from v11); fenced,
 INVALID_PRODUCER_EPOCH; coordinator unavailable or busy, NOT_ENOUGH_REPLICAS (retriable for
 every client, and no metadata refresh).
+A yes counts only if no marker of the producer ended its transaction in the partition while
+the question was out (Kafka's VerificationGuard, kept in the partition's producer state).
 """
 
 from __future__ import annotations
