@@ -1,0 +1,374 @@
+"""Samsa beside Apache Kafka on this machine: the same workloads, alternating, a fresh broker each round.
+
+    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick]
+
+The peer is Apache Kafka 4.4 in KRaft combined mode (one JVM, broker and controller), started
+from Maven Central's jars (`scripts/kafka-jars.sh tools`) the way `kafka-server-start.sh`
+does (1 GiB heap, G1, 20 ms pause goal). Samsa is `samsa broker start` with its defaults. Both
+keep Kafka's default durability: no fsync per write (`log.flush.interval.messages` unset),
+the page cache and replication are what keep data.
+
+The clients are native, so that the broker is the limit, not a Python client:
+- librdkafka's `rdkafka_performance` (C; the librdkafka 2.12 that compat/node-rdkafka builds
+  from source), for produce, consume and end-to-end latency;
+- Kafka's `kafka-producer-perf-test` (Java; org.apache.kafka.tools.ProducerPerformance).
+
+Workloads, each round, for each broker (which goes first alternates):
+- ready: from the process start until a Metadata request is answered (s), RSS idle (MiB);
+- produce 100 B acks=1 and 1 KiB acks=all (linger 5 ms), to 1 partition and to 100;
+- consume both 1-partition topics from the beginning;
+- end to end at 10,000 msg/s, linger 0: p50, p99, p99.9 (ms), from the timestamps
+  rdkafka_performance puts in each message and reads back in a second instance;
+- the Java producer, 1 KiB acks=all, 1 partition;
+- RSS at its highest during the workloads (MiB);
+- 1,000 partitions: create (until every one has a leader), produce 100 B over all of them,
+  then a clean restart until every partition has a leader again (s).
+
+Printed: each round's numbers, then medians and the ratio Samsa/Kafka per row (throughput:
+higher is better; latency, time and memory: lower is better).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.brokerproc import BrokerProcess, free_port  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+PERF = REPO / "compat/node-rdkafka/node_modules/node-rdkafka/deps/librdkafka/examples/rdkafka_performance"
+LOG4J2 = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d %p %c{{1}}: %m%n
+"""
+
+
+def classpath(jar_set: str) -> str:
+    out = subprocess.run(["bash", str(REPO / "scripts/kafka-jars.sh"), "--print-classpath", jar_set],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"vs_kafka: Kafka's jars are missing: {out.stderr.strip().splitlines()[-1:]}")
+    return out.stdout.strip()
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def metadata_ready(bootstrap: str, timeout: float) -> bool:
+    """A Metadata request answered (the broker is serving clients); False at once while nothing
+    listens on the port."""
+    host, port = bootstrap.rsplit(":", 1)
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+    except OSError:
+        time.sleep(0.01)  # polling for the port: there is no event to await across processes
+        return False
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    try:
+        admin.list_topics(timeout=timeout)
+        return True
+    except Exception:
+        return False
+
+
+def wait_leaders(bootstrap: str, topic: str, partitions: int, timeout: float = 300) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        except Exception:
+            md = None
+        if md is not None and md.error is None and len(md.partitions) == partitions and all(
+                p.leader >= 0 and p.error is None for p in md.partitions.values()):
+            return
+        time.sleep(0.05)
+    raise SystemExit(f"{topic}: not every one of {partitions} partitions has a leader after {timeout} s")
+
+
+class Side:
+    name = ""
+    pid = 0
+    bootstrap = ""
+
+    def start(self) -> float:
+        """Start; the seconds until it answers Metadata."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+
+class SamsaSide(Side):
+    name = "samsa"
+
+    def __init__(self, workdir: Path) -> None:
+        self.broker = BrokerProcess(workdir)
+        self.bootstrap = self.broker.bootstrap
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        self.broker.start(timeout=120)
+        assert self.broker.proc is not None
+        self.pid = self.broker.proc.pid
+        while not metadata_ready(self.bootstrap, 5):
+            pass
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        self.broker.stop(120)
+
+
+class KafkaSide(Side):
+    """Apache Kafka 4.4, KRaft combined mode, one node."""
+
+    name = "kafka"
+
+    def __init__(self, workdir: Path, cp: str) -> None:
+        self.dir = workdir
+        self.cp = cp
+        self.port, cport = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.config = workdir / "server.properties"
+        self.config.write_text("\n".join([
+            "process.roles=broker,controller", "node.id=1", f"controller.quorum.bootstrap.servers=127.0.0.1:{cport}",
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{cport}",
+            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}", "controller.listener.names=CONTROLLER",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={workdir / 'data'}", "num.partitions=1", "offsets.topic.replication.factor=1",
+            "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
+            "group.initial.rebalance.delay.ms=0", ""]))
+        (workdir / "log4j2.properties").write_text(LOG4J2.format(path=workdir / "server.log"))
+        self.java = ["java", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
+                     f"-Dlog4j2.configurationFile=file:{workdir / 'log4j2.properties'}", "-cp", cp]
+        cluster = uuid.uuid4().bytes
+        import base64
+
+        cid = base64.urlsafe_b64encode(cluster).decode().rstrip("=")
+        fmt = subprocess.run([*self.java[:1], "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cid, "-c",
+                              str(self.config), "--standalone"], capture_output=True, text=True)
+        if fmt.returncode != 0:
+            raise SystemExit(f"kafka-storage format failed: {fmt.stdout[-500:]}{fmt.stderr[-500:]}")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        t0 = time.monotonic()
+        out = open(self.dir / "kafka.out", "ab")
+        self.proc = subprocess.Popen([*self.java, "kafka.Kafka", str(self.config)], stdout=out,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        out.close()
+        self.pid = self.proc.pid
+        while not metadata_ready(self.bootstrap, 5):
+            if self.proc.poll() is not None:
+                raise SystemExit(f"Kafka exited with {self.proc.returncode}: see {self.dir / 'kafka.out'}")
+        return time.monotonic() - t0
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class PeakRss:
+    """The highest RSS of a process while the block runs (sampled every 100 ms)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                self.peak = max(self.peak, rss_mib(self.pid))
+            except OSError:
+                return
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def create(bootstrap: str, topic: str, partitions: int) -> float:
+    t0 = time.monotonic()
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept alive until the future resolves)
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
+    wait_leaders(bootstrap, topic, partitions)
+    return time.monotonic() - t0
+
+
+RATE = re.compile(r"(\d+) msgs/s")
+
+
+def perf(args: list[str], timeout: float = 600) -> str:
+    proc = subprocess.run([str(PERF), *args], capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"rdkafka_performance {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-800:]}")
+    return proc.stdout + proc.stderr
+
+
+def produce(bootstrap: str, topic: str, size: int, count: int, acks: int, linger: int = 5) -> float:
+    """Records/s acknowledged, from rdkafka_performance's final line."""
+    out = perf(["-P", "-t", topic, "-b", bootstrap, "-s", str(size), "-c", str(count), "-a", str(acks),
+                "-X", f"linger.ms={linger}", "-X", "queue.buffering.max.messages=1000000", "-q"])
+    last = [ln for ln in out.splitlines() if "messages produced" in ln][-1]
+    if f"{count} delivered" not in last:
+        raise SystemExit(f"not every record was acknowledged: {last}")
+    return float(RATE.findall(last)[-1])
+
+
+def consume(bootstrap: str, topic: str, count: int) -> float:
+    out = perf(["-C", "-t", topic, "-p", "0", "-b", bootstrap, "-o", "beginning", "-c", str(count), "-q",
+                "-X", "fetch.queue.backoff.ms=10"])
+    last = [ln for ln in out.splitlines() if "consumed" in ln][-1]
+    return float(RATE.findall(last)[-1])
+
+
+def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, workdir: Path) -> tuple[float, float, float]:
+    """p50, p99, p99.9 (ms) of produce-to-consume at `rate` msg/s, linger 0, acks=1."""
+    lat_file = workdir / f"lat-{topic}.txt"
+    count = int(rate * seconds)
+    consumer = subprocess.Popen([str(PERF), "-C", "-l", "-A", str(lat_file), "-t", topic, "-p", "0", "-b", bootstrap,
+                                 "-o", "end", "-c", str(count), "-q", "-X", "fetch.wait.max.ms=100",
+                                 "-X", "fetch.queue.backoff.ms=10"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2)  # the consumer has its position at the end (no event to await across the process)
+    perf(["-P", "-l", "-t", topic, "-p", "0", "-b", bootstrap, "-s", "100", "-c", str(count), "-r", str(rate),
+          "-a", "1", "-X", "linger.ms=0", "-q"])
+    try:
+        consumer.wait(60)
+    except subprocess.TimeoutExpired:
+        consumer.kill()
+        consumer.wait()
+    us = sorted(int(x) for x in lat_file.read_text().split() if x.strip())
+    if len(us) < count * 0.99:
+        raise SystemExit(f"end to end: {len(us)} of {count} latencies")
+    pick = lambda q: us[min(len(us) - 1, int(q * len(us)))] / 1000  # noqa: E731
+    return pick(0.50), pick(0.99), pick(0.999)
+
+
+def java_produce(cp: str, bootstrap: str, topic: str, size: int, count: int, acks: str) -> float:
+    proc = subprocess.run(["java", "-Xmx512M", "-cp", cp, "org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
+                           "--num-records", str(count), "--record-size", str(size), "--throughput", "-1",
+                           "--producer-props", f"bootstrap.servers={bootstrap}", f"acks={acks}", "linger.ms=5",
+                           "batch.size=262144"], capture_output=True, text=True, timeout=600)
+    last = [ln for ln in proc.stdout.splitlines() if "records sent" in ln]
+    if proc.returncode != 0 or not last:
+        raise SystemExit(f"kafka-producer-perf-test failed: {proc.stdout[-500:]}{proc.stderr[-800:]}")
+    return float(re.search(r"([\d.]+) records/sec", last[-1]).group(1))  # type: ignore[union-attr]
+
+
+def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, float]:
+    n100, n1k = (300_000, 100_000) if quick else (2_000_000, 500_000)
+    row: dict[str, float] = {}
+    row["ready s"] = side.start()
+    try:
+        time.sleep(1)
+        row["RSS idle MiB"] = rss_mib(side.pid)
+        b = side.bootstrap
+        with PeakRss(side.pid) as peak:
+            for parts in (1, 100):
+                create(b, f"p100-{parts}", parts)
+                create(b, f"p1k-{parts}", parts)
+                row[f"produce 100 B acks=1, {parts} part. rec/s"] = produce(b, f"p100-{parts}", 100, n100, 1)
+                row[f"produce 1 KiB acks=all, {parts} part. rec/s"] = produce(b, f"p1k-{parts}", 1024, n1k, -1)
+            row["consume 100 B rec/s"] = consume(b, "p100-1", n100)
+            row["consume 1 KiB rec/s"] = consume(b, "p1k-1", n1k)
+            create(b, "e2e", 1)
+            p50, p99, p999 = end_to_end(b, "e2e", 10_000, 5 if quick else 15, workdir)
+            row["e2e p50 ms"], row["e2e p99 ms"], row["e2e p99.9 ms"] = p50, p99, p999
+            create(b, "java", 1)
+            row["Java producer 1 KiB acks=all rec/s"] = java_produce(cp, b, "java", 1024, n1k, "all")
+            row["1,000 partitions: create s"] = create(b, "wide", 1000)
+            row["1,000 partitions: produce 100 B acks=1 rec/s"] = produce(b, "wide", 100, n100, 1)
+        row["RSS loaded MiB"] = peak.peak
+    finally:
+        side.stop()
+    t0 = time.monotonic()
+    side.start()
+    try:
+        wait_leaders(side.bootstrap, "wide", 1000)
+        row["1,000 partitions: restart s"] = time.monotonic() - t0
+    finally:
+        side.stop()
+    return row
+
+
+HIGHER_IS_BETTER = ("rec/s",)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run, not a measurement)")
+    ap.add_argument("--keep", action="store_true", help="keep the brokers' directories (their logs)")
+    args = ap.parse_args()
+    if not PERF.exists():
+        raise SystemExit(f"vs_kafka: {PERF} is missing: run scripts/install-deps.sh (it builds compat/node-rdkafka)")
+    cp = classpath("tools")
+    rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}}
+    base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
+    try:
+        for r in range(args.rounds):
+            order = ["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]
+            for name in order:
+                d = base / f"{name}-{r}"
+                side: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
+                print(f"==> round {r + 1}: {name}", flush=True)
+                row = one_round(side, cp, d, args.quick)
+                for k, v in row.items():
+                    rows[name].setdefault(k, []).append(v)
+                print("    " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()), flush=True)
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+        else:
+            print(f"brokers' directories kept in {base}")
+    print(f"\nmedians of {args.rounds} rounds (Samsa / Kafka: > 1 is Samsa ahead for rec/s, < 1 for the others)")
+    print(f"{'':48} {'samsa':>14} {'kafka':>14} {'ratio':>7}")
+    for k in rows["samsa"]:
+        s, k_ = statistics.median(rows["samsa"][k]), statistics.median(rows["kafka"][k])
+        print(f"{k:48} {s:>14,.2f} {k_:>14,.2f} {s / k_ if k_ else float('nan'):>7.2f}")
+    print(f"\nmachine: {os.cpu_count()} cores; librdkafka 2.12 rdkafka_performance; Kafka 4.4.0 (KRaft, 1 GiB heap)")
+
+
+if __name__ == "__main__":
+    main()
