@@ -34,7 +34,6 @@ import argparse
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -42,7 +41,6 @@ import sys
 import tempfile
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -50,28 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.brokerproc import BrokerProcess, free_port  # noqa: E402
+from tests.brokerproc import BrokerProcess  # noqa: E402
+from tests.kafkaproc import ApacheKafka, JarsMissing, kafka_classpath  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 PERF = REPO / "compat/node-rdkafka/node_modules/node-rdkafka/deps/librdkafka/examples/rdkafka_performance"
-LOG4J2 = """\
-status = error
-rootLogger.level = warn
-rootLogger.appenderRef.file.ref = file
-appender.file.type = File
-appender.file.name = file
-appender.file.fileName = {path}
-appender.file.layout.type = PatternLayout
-appender.file.layout.pattern = %d %p %c{{1}}: %m%n
-"""
-
-
-def classpath(jar_set: str) -> str:
-    out = subprocess.run(["bash", str(REPO / "scripts/kafka-jars.sh"), "--print-classpath", jar_set],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise SystemExit(f"vs_kafka: Kafka's jars are missing: {out.stderr.strip().splitlines()[-1:]}")
-    return out.stdout.strip()
 
 
 def rss_mib(pid: int) -> float:
@@ -147,59 +128,25 @@ class SamsaSide(Side):
 
 
 class KafkaSide(Side):
-    """Apache Kafka 4.4, KRaft combined mode, one node."""
+    """Apache Kafka 4.4, KRaft combined mode, one node (tests/kafkaproc.py), with a 1 GiB heap
+    as kafka-server-start.sh gives it."""
 
     name = "kafka"
 
     def __init__(self, workdir: Path, cp: str) -> None:
-        self.dir = workdir
-        self.cp = cp
-        self.port, cport = free_port(), free_port()
-        self.bootstrap = f"127.0.0.1:{self.port}"
-        workdir.mkdir(parents=True, exist_ok=True)
-        self.config = workdir / "server.properties"
-        self.config.write_text("\n".join([
-            "process.roles=broker,controller", "node.id=1", f"controller.quorum.bootstrap.servers=127.0.0.1:{cport}",
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{cport}",
-            f"advertised.listeners=PLAINTEXT://127.0.0.1:{self.port}", "controller.listener.names=CONTROLLER",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            f"log.dirs={workdir / 'data'}", "num.partitions=1", "offsets.topic.replication.factor=1",
-            "transaction.state.log.replication.factor=1", "transaction.state.log.min.isr=1",
-            "group.initial.rebalance.delay.ms=0", ""]))
-        (workdir / "log4j2.properties").write_text(LOG4J2.format(path=workdir / "server.log"))
-        self.java = ["java", "-Xmx1G", "-Xms1G", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-                     "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-                     f"-Dlog4j2.configurationFile=file:{workdir / 'log4j2.properties'}", "-cp", cp]
-        cluster = uuid.uuid4().bytes
-        import base64
-
-        cid = base64.urlsafe_b64encode(cluster).decode().rstrip("=")
-        fmt = subprocess.run([*self.java[:1], "-cp", cp, "kafka.tools.StorageTool", "format", "-t", cid, "-c",
-                              str(self.config), "--standalone"], capture_output=True, text=True)
-        if fmt.returncode != 0:
-            raise SystemExit(f"kafka-storage format failed: {fmt.stdout[-500:]}{fmt.stderr[-500:]}")
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.kafka = ApacheKafka(workdir, cp, heap="1G")
+        self.bootstrap = self.kafka.bootstrap
 
     def start(self) -> float:
         t0 = time.monotonic()
-        out = open(self.dir / "kafka.out", "ab")
-        self.proc = subprocess.Popen([*self.java, "kafka.Kafka", str(self.config)], stdout=out,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        out.close()
-        self.pid = self.proc.pid
+        self.kafka.start()
+        self.pid = self.kafka.pid
         while not metadata_ready(self.bootstrap, 5):
-            if self.proc.poll() is not None:
-                raise SystemExit(f"Kafka exited with {self.proc.returncode}: see {self.dir / 'kafka.out'}")
+            pass
         return time.monotonic() - t0
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        self.kafka.stop()
 
 
 class PeakRss:
@@ -343,7 +290,10 @@ def main() -> None:
     args = ap.parse_args()
     if not PERF.exists():
         raise SystemExit(f"vs_kafka: {PERF} is missing: run scripts/install-deps.sh (it builds compat/node-rdkafka)")
-    cp = classpath("tools")
+    try:
+        cp = kafka_classpath("tools")
+    except JarsMissing as e:
+        raise SystemExit(f"vs_kafka: Kafka's jars are missing: {e}") from None
     rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}}
     base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     try:

@@ -285,19 +285,22 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
                               max_offset=None if follower else lso if committed else hw, min_one_batch=(total == 0))
             except OffsetOutOfRange:
                 errors = True
-                parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset))
+                # A consumer gets no offsets with the error, as from Kafka (it asks ListOffsets);
+                # a Samsa follower is told the leader's log start, to restart its log there.
+                parts.append(_part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log.log_start_offset) if follower
+                             else _part(fp.partition, ErrorCode.OFFSET_OUT_OF_RANGE))
                 continue
             except StorageError as e:  # damaged bytes where the read must go: an error, never a skip
                 errors = True
                 _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d at offset %d: %s",
                                    t.topic, fp.partition, fp.fetch_offset, e)
-                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR, hw, log.log_start_offset))
+                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             except OSError as e:
                 errors = True
                 _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d: %s", t.topic, fp.partition, e)
                 partition.storage_error(e)
-                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR, hw, log.log_start_offset))
+                parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             if sl is not None and sl.size > 0:
                 entry["records"] = sl

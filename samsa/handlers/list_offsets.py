@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from samsa.protocol.batch import HEADER_SIZE, parse_header
+from samsa.protocol.batch import ATTR_TIMESTAMP_TYPE, HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.protocol.records import InvalidRecords, decode_records
 from samsa.server.context import Op, RequestContext, ResourceType
@@ -68,7 +68,7 @@ def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: in
         offset, found_ts = log.log_start_offset, -1
     elif ts == MAX_TIMESTAMP:
         found = log.offset_for_max_timestamp()
-        offset, found_ts = found if found is not None else (-1, -1)
+        offset, found_ts = _first_with_max(log, *found) if found is not None else (-1, -1)
     elif ts < 0:
         return {"partition_index": index, "error_code": int(ErrorCode.INVALID_REQUEST),
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -95,3 +95,22 @@ def _exact(log: Any, offset: int, ts: int) -> tuple[int, int]:
         if r.offset >= offset and r.timestamp >= ts:
             return r.offset, r.timestamp
     return offset, h.max_timestamp
+
+
+def _first_with_max(log: Any, offset: int, ts: int) -> tuple[int, int]:
+    """The first record carrying the log's largest timestamp `ts`, in the batch holding
+    `offset` (the first batch that reached it), as Kafka answers MAX_TIMESTAMP since 3.8
+    (KIP-734, KAFKA-16310): its records are walked, decompressed if need be; in a LogAppendTime
+    batch every record has the batch's time, so the first."""
+    sl = log.read(offset, 1, min_one_batch=True)
+    if sl is None or sl.size < HEADER_SIZE:
+        return offset, ts
+    data = log.read_bytes(sl)
+    h = parse_header(data)
+    if h.attributes & ATTR_TIMESTAMP_TYPE:
+        return h.base_offset, ts
+    try:
+        records = decode_records(data[: h.size], h)
+    except InvalidRecords:
+        return offset, ts
+    return next(((r.offset, ts) for r in records if r.timestamp == ts), (offset, ts))

@@ -285,14 +285,17 @@ class Dispatcher:
                      module: ModuleType | None) -> Out:
         (correlation_id,) = I32.unpack_from(frame, 4)
         if api_key == 18:
-            # A client probing with a newer ApiVersions gets a v0 answer listing what we speak and
-            # asks again (KIP-511): the normal negotiation of every newer client (Kafka 4.4's Java
-            # client sends v5 on each connection), so not worth a line at INFO.
+            # A client probing with a newer ApiVersions gets a v0 answer and asks again (KIP-511):
+            # the normal negotiation of every newer client (Kafka 4.4's Java client sends v5 on
+            # each connection), so not worth a line at INFO.
             log.debug("ApiVersions v%d from %s is newer than ours: answered with our versions", version,
                       conn.peer_str)
+            # As Kafka (KIP-511), the answer lists ApiVersions' own range only: all the client
+            # needs to ask again.
             return encode_response(18, 0, correlation_id, {
                 "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
-                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in self.api_versions()],
+                "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
+                             for k, lo, hi in self.api_versions() if k == 18],
             })
         log.info("unsupported request api %d v%d from %s", api_key, version, conn.peer_str)
         out = Out()

@@ -55,7 +55,7 @@ def test_delete_records_moves_log_start(broker: BrokerProcess, topic_name: str) 
 
 def test_list_offsets_max_timestamp(broker: BrokerProcess, topic_name: str) -> None:
     """ListOffsets MAX_TIMESTAMP (KIP-734): the offset of the record with the largest timestamp
-    (the last offset of its batch: Samsa's answer is per batch, as Kafka's is)."""
+    (the first such record; tests/compat/test_vs_kafka.py checks it inside one batch)."""
     a = admin(broker)
     a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
     tp = TopicPartition(topic_name, 0)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from samsa.handlers import api_versions
 from samsa.protocol.batch import HEADER_SIZE
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.messages import encode_request
@@ -86,13 +87,15 @@ def test_unsupported_version_gets_unsupported_version(broker: BrokerProcess) -> 
         c.send_bytes(struct.pack(">i", len(frame)) + frame)
         resp = c.read_frame()
         assert struct.unpack_from(">ih", resp) == (c.correlation_id, ErrorCode.UNSUPPORTED_VERSION)
-        # ApiVersions v99 gets a v0 answer with UNSUPPORTED_VERSION and the real version list.
+        # ApiVersions v99 gets a v0 answer with UNSUPPORTED_VERSION and ApiVersions' own range
+        # (KIP-511: what the client needs to ask again), as from Kafka.
         c.correlation_id += 1
         frame = struct.pack(">hhih", 18, 99, c.correlation_id, -1)
         c.send_bytes(struct.pack(">i", len(frame)) + frame)
         body = c.read_frame()
         cid, err, n = struct.unpack_from(">ihi", body)
-        assert (cid, err) == (c.correlation_id, ErrorCode.UNSUPPORTED_VERSION) and n > 10
+        assert (cid, err, n) == (c.correlation_id, ErrorCode.UNSUPPORTED_VERSION, 1)
+        assert struct.unpack_from(">hhh", body, 10) == (18, 0, api_versions.MAX_VERSION)
         assert c.request(18, 3, {}).error_code == 0
 
 

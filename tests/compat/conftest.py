@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,33 @@ def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     # (C1 only and the serial collector: these short runs start faster on 2 loaded cores)
     return [java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{classpath}{os.pathsep}{classes}",
             "SamsaJavaClient"]
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Apache Kafka 4.4 (KRaft, one node, 512 MiB heap) for the differential tests: its
+    bootstrap address. Jars and JDK as for `java_client` (skip without them, unless
+    SAMSA_REQUIRE_JAVA is set)."""
+    from tests.kafkaproc import ApacheKafka, JarsMissing, kafka_classpath
+
+    required = os.environ.get("SAMSA_REQUIRE_JAVA", "") not in ("", "0")
+    why = None
+    if shutil.which("java") is None:
+        why = "no java: Apache Kafka needs a JRE"
+    else:
+        try:
+            classpath = kafka_classpath("tools")
+        except JarsMissing as e:
+            why = f"Kafka's jars could not be fetched: {e}"
+    if why is not None:
+        if required:
+            pytest.fail(f"{why} (and SAMSA_REQUIRE_JAVA is set)")
+        pytest.skip(f"{why}: run scripts/install-deps.sh (SAMSA_REQUIRE_JAVA=1 makes this a failure)")
+    kafka = ApacheKafka(tmp_path_factory.mktemp("apache-kafka"), classpath, heap="512M").start()
+    try:
+        yield kafka.bootstrap
+    finally:
+        kafka.stop(60)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
