@@ -1,6 +1,6 @@
 """Samsa beside Apache Kafka on this machine: the same workloads, alternating, a fresh broker each round.
 
-    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick]
+    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick] [--only one|cluster]
 
 The peer is Apache Kafka 4.4 in KRaft combined mode (one JVM, broker and controller), started
 from Maven Central's jars (`scripts/kafka-jars.sh tools`) the way `kafka-server-start.sh`
@@ -24,6 +24,11 @@ Workloads, each round, for each broker (which goes first alternates):
 - 1,000 partitions: create (until every one has a leader), produce 100 B over all of them,
   then a clean restart until every partition has a leader again (s).
 
+Then three brokers of each on one ZooKeeper (Kafka 3.9.2, the last line that runs on
+ZooKeeper, `kafka-jars.sh kafka39`; each under its own chroot), alternating: ready time, RSS,
+1 KiB acks=1 to RF=1 and acks=all to RF=3 (min.insync.replicas 2, 1 and 100 partitions),
+consume, and the acks=all RF=3 / acks=1 RF=1 ratio (Samsa's goal: >= 0.8).
+
 Printed: each round's numbers, then medians and the ratio Samsa/Kafka per row (throughput:
 higher is better; latency, time and memory: lower is better).
 """
@@ -41,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -150,10 +156,10 @@ class KafkaSide(Side):
 
 
 class PeakRss:
-    """The highest RSS of a process while the block runs (sampled every 100 ms)."""
+    """The highest RSS (summed over the processes) while the block runs, sampled every 100 ms."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
+    def __init__(self, *pids: int) -> None:
+        self.pids = pids
         self.peak = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -161,7 +167,7 @@ class PeakRss:
     def _run(self) -> None:
         while not self._stop.wait(0.1):
             try:
-                self.peak = max(self.peak, rss_mib(self.pid))
+                self.peak = max(self.peak, sum(rss_mib(p) for p in self.pids))
             except OSError:
                 return
 
@@ -174,10 +180,10 @@ class PeakRss:
         self._thread.join()
 
 
-def create(bootstrap: str, topic: str, partitions: int) -> float:
+def create(bootstrap: str, topic: str, partitions: int, rf: int = 1, config: dict[str, str] | None = None) -> float:
     t0 = time.monotonic()
     admin = AdminClient({"bootstrap.servers": bootstrap})  # (kept alive until the future resolves)
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(120)
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})])[topic].result(120)
     wait_leaders(bootstrap, topic, partitions)
     return time.monotonic() - t0
 
@@ -279,6 +285,94 @@ def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, floa
     return row
 
 
+# --------------------------------------------------------------------------- 3 brokers on one ZooKeeper
+
+
+class Cluster:
+    """Three brokers of one kind under their own chroot of a shared ZooKeeper."""
+
+    def __init__(self, name: str, root: Path, zk: str, cp39: str) -> None:
+        self.name = name
+        overrides = {"offsets.topic.replication.factor": "3", "transaction.state.log.replication.factor": "3",
+                     "transaction.state.log.min.isr": "2"}
+        chroot = f"{zk}/{name}-{uuid.uuid4().hex[:6]}"
+        if name == "samsa":
+            self.samsa = [BrokerProcess(root / f"b{i}", {"broker.id": str(i), "zookeeper.connect": chroot,
+                                                          **overrides}) for i in range(3)]
+            self.bootstraps = [b.bootstrap for b in self.samsa]
+        else:
+            self.kafka = [ApacheKafka(root / f"b{i}", cp39, heap="1G", zookeeper=chroot, broker_id=i,
+                                      overrides=overrides) for i in range(3)]
+            self.bootstraps = [k.bootstrap for k in self.kafka]
+        self.bootstrap = ",".join(self.bootstraps)
+        self.pids: list[int] = []
+
+    def start(self) -> float:
+        """Start the three; the seconds until Metadata lists all three brokers."""
+        t0 = time.monotonic()
+        if self.name == "samsa":
+            for b in self.samsa:
+                b.start(timeout=120)
+            self.pids = [b.proc.pid for b in self.samsa if b.proc is not None]
+        else:
+            for k in self.kafka:
+                k.start()
+            self.pids = [k.pid for k in self.kafka]
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        while True:
+            try:
+                if len(admin.list_topics(timeout=5).brokers) == 3:
+                    return time.monotonic() - t0
+            except Exception:
+                pass
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        for b in getattr(self, "samsa", []):
+            b.stop(120)
+        for k in getattr(self, "kafka", []):
+            k.stop()
+
+
+def cluster_round(c: Cluster, quick: bool) -> dict[str, float]:
+    n = 100_000 if quick else 500_000
+    row: dict[str, float] = {"3 brokers: ready s": c.start()}
+    try:
+        time.sleep(1)
+        row["3 brokers: RSS idle MiB"] = sum(rss_mib(p) for p in c.pids)
+        b = c.bootstrap
+        with PeakRss(*c.pids) as peak:
+            create(b, "rf1", 1)
+            create(b, "rf3", 1, rf=3, config={"min.insync.replicas": "2"})
+            create(b, "rf3-100", 100, rf=3, config={"min.insync.replicas": "2"})
+            row["3 brokers: 1 KiB acks=1 RF=1 rec/s"] = produce(b, "rf1", 1024, n, 1)
+            row["3 brokers: 1 KiB acks=all RF=3 rec/s"] = produce(b, "rf3", 1024, n, -1)
+            row["3 brokers: 1 KiB acks=all RF=3, 100 part. rec/s"] = produce(b, "rf3-100", 1024, n, -1)
+            row["3 brokers: consume RF=3 rec/s"] = consume(b, "rf3", n)
+        row["3 brokers: RSS loaded MiB"] = peak.peak
+        row["3 brokers: acks=all RF=3 / acks=1 RF=1"] = (row["3 brokers: 1 KiB acks=all RF=3 rec/s"]
+                                                        / row["3 brokers: 1 KiB acks=1 RF=1 rec/s"])
+    finally:
+        c.stop()
+    return row
+
+
+def start_zookeeper(d: Path) -> tuple[subprocess.Popen[bytes], str]:
+    from tests.brokerproc import free_port
+    from tests.zk.conftest import launcher_cmd, serving, write_zoo_cfg
+
+    d.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    proc = subprocess.Popen(launcher_cmd("start", str(write_zoo_cfg(d, port))), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not serving(port):
+        if time.monotonic() > deadline:
+            raise SystemExit("ZooKeeper did not start")
+        time.sleep(0.05)
+    return proc, f"127.0.0.1:{port}"
+
+
 HIGHER_IS_BETTER = ("rec/s",)
 
 
@@ -286,38 +380,54 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run, not a measurement)")
+    ap.add_argument("--only", choices=("one", "cluster"), help="only the one-broker or only the 3-broker comparison")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' directories (their logs)")
     args = ap.parse_args()
     if not PERF.exists():
         raise SystemExit(f"vs_kafka: {PERF} is missing: run scripts/install-deps.sh (it builds compat/node-rdkafka)")
     try:
         cp = kafka_classpath("tools")
+        cp39 = kafka_classpath("kafka39") if args.only != "one" else ""
     except JarsMissing as e:
         raise SystemExit(f"vs_kafka: Kafka's jars are missing: {e}") from None
     rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}}
     base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
+    zk_proc = None
     try:
-        for r in range(args.rounds):
-            order = ["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]
-            for name in order:
-                d = base / f"{name}-{r}"
-                side: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
-                print(f"==> round {r + 1}: {name}", flush=True)
-                row = one_round(side, cp, d, args.quick)
-                for k, v in row.items():
-                    rows[name].setdefault(k, []).append(v)
-                print("    " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()), flush=True)
+        if args.only != "cluster":
+            for r in range(args.rounds):
+                for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
+                    d = base / f"{name}-{r}"
+                    side: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
+                    print(f"==> round {r + 1}: {name}, one broker", flush=True)
+                    _record(rows[name], one_round(side, cp, d, args.quick))
+        if args.only != "one":
+            zk_proc, zk = start_zookeeper(base / "zk")
+            for r in range(args.rounds):
+                for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
+                    print(f"==> round {r + 1}: {name}, 3 brokers (Kafka 3.9 on ZooKeeper)", flush=True)
+                    _record(rows[name], cluster_round(Cluster(name, base / f"{name}-c{r}", zk, cp39), args.quick))
     finally:
+        if zk_proc is not None:
+            zk_proc.terminate()
+            zk_proc.wait(10)
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
         else:
             print(f"brokers' directories kept in {base}")
     print(f"\nmedians of {args.rounds} rounds (Samsa / Kafka: > 1 is Samsa ahead for rec/s, < 1 for the others)")
-    print(f"{'':48} {'samsa':>14} {'kafka':>14} {'ratio':>7}")
+    print(f"{'':52} {'samsa':>14} {'kafka':>14} {'ratio':>7}")
     for k in rows["samsa"]:
         s, k_ = statistics.median(rows["samsa"][k]), statistics.median(rows["kafka"][k])
-        print(f"{k:48} {s:>14,.2f} {k_:>14,.2f} {s / k_ if k_ else float('nan'):>7.2f}")
-    print(f"\nmachine: {os.cpu_count()} cores; librdkafka 2.12 rdkafka_performance; Kafka 4.4.0 (KRaft, 1 GiB heap)")
+        print(f"{k:52} {s:>14,.2f} {k_:>14,.2f} {s / k_ if k_ else float('nan'):>7.2f}")
+    print(f"\nmachine: {os.cpu_count()} cores; librdkafka 2.12 rdkafka_performance; Kafka 4.4.0 (KRaft, 1 GiB heap); "
+          "Kafka 3.9.2 (ZooKeeper, 1 GiB heap each); no fsync per write on either side")
+
+
+def _record(into: dict[str, list[float]], row: dict[str, float]) -> None:
+    for k, v in row.items():
+        into.setdefault(k, []).append(v)
+    print("    " + ", ".join(f"{k} {v:,.2f}" for k, v in row.items()), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,14 @@
 """Apache Kafka itself, as a subprocess: the reference the differential tests and bench/vs_kafka.py
 hold Samsa against.
 
-Kafka 4.4 in KRaft combined mode (one JVM: broker and controller, node id 1), from Maven
-Central's jars (`scripts/kafka-jars.sh tools`), formatted with `kafka-storage format
---standalone` and started as `kafka-server-start.sh` would (G1, 20 ms pause goal; the heap is
-the caller's choice, Kafka's script gives 1 GiB). Its log goes to `<workdir>/server.log`.
+- Kafka 4.4 in KRaft combined mode (one JVM: broker and controller, node id 1), from Maven
+  Central's jars (`scripts/kafka-jars.sh tools`), formatted with `kafka-storage format
+  --standalone`;
+- or, given `zookeeper`, a Kafka 3.9 broker of a ZooKeeper cluster (`kafka-jars.sh kafka39`),
+  the last line that runs on ZooKeeper.
+
+Started as `kafka-server-start.sh` would (G1, 20 ms pause goal; the heap is the caller's
+choice, Kafka's script gives 1 GiB). Its log goes to `<workdir>/server.log`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,13 @@ appender.file.fileName = {path}
 appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = %d %p %c{{1}}: %m%n
 """
+LOG4J1 = """\
+log4j.rootLogger={level_upper}, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={path}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=%d %p %c{{1}}: %m%n
+"""
 
 
 class JarsMissing(Exception):
@@ -47,33 +58,43 @@ def kafka_classpath(jar_set: str = "tools") -> str:
 
 class ApacheKafka:
     def __init__(self, workdir: Path, classpath: str, heap: str = "1G", overrides: dict[str, str] | None = None,
-                 log_level: str = "warn") -> None:
+                 log_level: str = "warn", zookeeper: str | None = None, broker_id: int = 1) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.port, controller = free_port(), free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
         self.log_path = workdir / "server.log"
-        props = {
-            "process.roles": "broker,controller", "node.id": "1",
-            "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}", "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "log.dirs": str(workdir / "data"), "num.partitions": "1", "offsets.topic.replication.factor": "1",
-            "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
-            "group.initial.rebalance.delay.ms": "0", **(overrides or {})}
+        common = {"log.dirs": str(workdir / "data"), "num.partitions": "1", "offsets.topic.replication.factor": "1",
+                  "transaction.state.log.replication.factor": "1", "transaction.state.log.min.isr": "1",
+                  "group.initial.rebalance.delay.ms": "0"}
+        if zookeeper is None:
+            props = {
+                "process.roles": "broker,controller", "node.id": str(broker_id),
+                "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
+                "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{controller}",
+                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "controller.listener.names": "CONTROLLER",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT", **common}
+        else:
+            props = {"broker.id": str(broker_id), "zookeeper.connect": zookeeper,
+                     "listeners": f"PLAINTEXT://127.0.0.1:{self.port}", **common}
+        props.update(overrides or {})
         self.config = workdir / "server.properties"
         self.config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         (workdir / "log4j2.properties").write_text(LOG4J2.format(level=log_level, path=self.log_path))
+        (workdir / "log4j.properties").write_text(LOG4J1.format(level_upper=log_level.upper(), path=self.log_path))
         self.java = ["java", f"-Xmx{heap}", f"-Xms{heap}", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
                      "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent",
-                     f"-Dlog4j2.configurationFile=file:{workdir / 'log4j2.properties'}", "-cp", classpath]
+                     f"-Dlog4j2.configurationFile=file:{workdir / 'log4j2.properties'}",
+                     f"-Dlog4j.configuration=file:{workdir / 'log4j.properties'}", "-cp", classpath]
+        self.proc: subprocess.Popen[bytes] | None = None
+        if zookeeper is not None:
+            return
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
                               str(self.config), "--standalone"], capture_output=True, text=True, timeout=300)
         if fmt.returncode != 0:
             raise RuntimeError(f"kafka-storage format failed: {fmt.stdout[-800:]}{fmt.stderr[-800:]}")
-        self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def pid(self) -> int:
