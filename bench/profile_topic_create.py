@@ -38,8 +38,8 @@ async def run(counts: list[int], log_dir: Path, prof: cProfile.Profile) -> list[
         name = f"prof-{n}"
         t0 = time.perf_counter()
         prof.enable()
-        broker.admin.create_topic(name, n, 1, {})
-        await broker.cluster.wait_until(lambda: broker.cluster.topic_ready(name), 600)
+        await broker.admin.create_topic(name, n, 1, {})
+        await broker.cluster.wait_until(lambda: broker.cluster.topic_ready(name, range(n)), 600)
         prof.disable()
         out.append((n, time.perf_counter() - t0))
         print(f"{n} partitions: every leader in the broker's view after {out[-1][1]:.2f} s", file=sys.stderr)

@@ -19,7 +19,7 @@ Workloads, each round, for each broker (which goes first alternates):
 - consume both 1-partition topics from the beginning;
 - end to end at 10,000 msg/s, linger 0: p50, p99, p99.9 (ms), from the timestamps
   rdkafka_performance puts in each message and reads back in a second instance;
-- the Java producer, 1 KiB acks=all, 1 partition;
+- the Java producer, 1 KiB acks=all, 1 partition, and the Java consumer reading it back;
 - RSS at its highest during the workloads (MiB);
 - 1,000 partitions: create (until every one has a leader), produce 100 B over all of them,
   then a clean restart until every partition has a leader again (s).
@@ -28,6 +28,9 @@ Then three brokers of each on one ZooKeeper (Kafka 3.9.2, the last line that run
 ZooKeeper, `kafka-jars.sh kafka39`; each under its own chroot), alternating: ready time, RSS,
 1 KiB acks=1 to RF=1 and acks=all to RF=3 (min.insync.replicas 2, 1 and 100 partitions),
 consume, and the acks=all RF=3 / acks=1 RF=1 ratio (Samsa's goal: >= 0.8).
+
+Each round also runs the produce rows against librdkafka's in-process mock broker: the
+native client's own ceiling, which Samsa's produce should reach within 0.9x.
 
 Printed: each round's numbers, then medians and the ratio Samsa/Kafka per row (throughput:
 higher is better; latency, time and memory: lower is better).
@@ -198,10 +201,12 @@ def perf(args: list[str], timeout: float = 600) -> str:
     return proc.stdout + proc.stderr
 
 
-def produce(bootstrap: str, topic: str, size: int, count: int, acks: int, linger: int = 5) -> float:
+def produce(bootstrap: str, topic: str, size: int, count: int, acks: int, linger: int = 5,
+            extra: list[str] | None = None) -> float:
     """Records/s acknowledged, from rdkafka_performance's final line."""
-    out = perf(["-P", "-t", topic, "-b", bootstrap, "-s", str(size), "-c", str(count), "-a", str(acks),
-                "-X", f"linger.ms={linger}", "-X", "queue.buffering.max.messages=1000000", "-q"])
+    out = perf(["-P", "-t", topic, *(["-b", bootstrap] if bootstrap else []), "-s", str(size), "-c", str(count),
+                "-a", str(acks), "-X", f"linger.ms={linger}", "-X", "queue.buffering.max.messages=1000000", "-q",
+                *(extra or [])])
     last = [ln for ln in out.splitlines() if "messages produced" in ln][-1]
     if f"{count} delivered" not in last:
         raise SystemExit(f"not every record was acknowledged: {last}")
@@ -249,6 +254,29 @@ def java_produce(cp: str, bootstrap: str, topic: str, size: int, count: int, ack
     return float(re.search(r"([\d.]+) records/sec", last[-1]).group(1))  # type: ignore[union-attr]
 
 
+def java_consume(cp: str, bootstrap: str, topic: str, count: int) -> float:
+    """kafka-consumer-perf-test's records/s while fetching (its fetch.nMsg.sec: the group join excluded)."""
+    proc = subprocess.run(["java", "-Xmx512M", "-cp", cp, "org.apache.kafka.tools.ConsumerPerformance",
+                           "--bootstrap-server", bootstrap, "--topic", topic, "--num-records", str(count),
+                           "--timeout", "60000", "--group", f"perf-{topic}"], capture_output=True, text=True,
+                          timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    if proc.returncode != 0 or len(lines) < 2:
+        raise SystemExit(f"kafka-consumer-perf-test failed: {proc.stdout[-500:]}{proc.stderr[-800:]}")
+    header = [h.strip() for h in lines[-2].split(",")]
+    values = [v.strip() for v in lines[-1].split(",")]
+    return float(dict(zip(header, values, strict=False))["fetch.nMsg.sec"])
+
+
+def mock_round(quick: bool) -> dict[str, float]:
+    """The native client's own ceiling: rdkafka_performance against librdkafka's in-process mock
+    broker (`test.mock.num.brokers=1`), the same produce rows."""
+    n100, n1k = (300_000, 100_000) if quick else (2_000_000, 500_000)
+    mock = ["-X", "test.mock.num.brokers=1"]
+    return {"produce 100 B acks=1, 1 part. rec/s": produce("", "m100", 100, n100, 1, extra=mock),
+            "produce 1 KiB acks=all, 1 part. rec/s": produce("", "m1k", 1024, n1k, -1, extra=mock)}
+
+
 def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, float]:
     n100, n1k = (300_000, 100_000) if quick else (2_000_000, 500_000)
     row: dict[str, float] = {}
@@ -270,6 +298,7 @@ def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, floa
             row["e2e p50 ms"], row["e2e p99 ms"], row["e2e p99.9 ms"] = p50, p99, p999
             create(b, "java", 1)
             row["Java producer 1 KiB acks=all rec/s"] = java_produce(cp, b, "java", 1024, n1k, "all")
+            row["Java consumer 1 KiB rec/s"] = java_consume(cp, b, "java", n1k)
             row["1,000 partitions: create s"] = create(b, "wide", 1000)
             row["1,000 partitions: produce 100 B acks=1 rec/s"] = produce(b, "wide", 100, n100, 1)
         row["RSS loaded MiB"] = peak.peak
@@ -390,7 +419,7 @@ def main() -> None:
         cp39 = kafka_classpath("kafka39") if args.only != "one" else ""
     except JarsMissing as e:
         raise SystemExit(f"vs_kafka: Kafka's jars are missing: {e}") from None
-    rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}}
+    rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}, "mock": {}}
     base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     zk_proc = None
     try:
@@ -401,6 +430,8 @@ def main() -> None:
                     side: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
                     print(f"==> round {r + 1}: {name}, one broker", flush=True)
                     _record(rows[name], one_round(side, cp, d, args.quick))
+                print(f"==> round {r + 1}: librdkafka's mock broker", flush=True)
+                _record(rows["mock"], mock_round(args.quick))
         if args.only != "one":
             zk_proc, zk = start_zookeeper(base / "zk")
             for r in range(args.rounds):
@@ -420,6 +451,11 @@ def main() -> None:
     for k in rows["samsa"]:
         s, k_ = statistics.median(rows["samsa"][k]), statistics.median(rows["kafka"][k])
         print(f"{k:52} {s:>14,.2f} {k_:>14,.2f} {s / k_ if k_ else float('nan'):>7.2f}")
+    if rows["mock"]:
+        print("\nthe native client's ceiling (librdkafka's in-process mock broker); Samsa / mock:")
+        for k, v in rows["mock"].items():
+            s, m = statistics.median(rows["samsa"][k]), statistics.median(v)
+            print(f"{k:52} {s:>14,.2f} {m:>14,.2f} {s / m:>7.2f}")
     print(f"\nmachine: {os.cpu_count()} cores; librdkafka 2.12 rdkafka_performance; Kafka 4.4.0 (KRaft, 1 GiB heap); "
           "Kafka 3.9.2 (ZooKeeper, 1 GiB heap each); no fsync per write on either side")
 
