@@ -21,7 +21,8 @@ Workloads, each round, for each broker (which goes first alternates):
   rdkafka_performance puts in each message and reads back in a second instance;
 - the Java producer, 1 KiB acks=all, 1 partition, and the Java consumer reading it back;
 - RSS at its highest during the workloads (MiB);
-- 1,000 partitions: create (until every one has a leader), produce 100 B over all of them,
+- 1,000 partitions: create (until every one has a leader, and until each has taken a first
+  write), produce 100 B over all of them,
   then a clean restart until every partition has a leader again (s).
 
 Then three brokers of each on one ZooKeeper (Kafka 3.9.2, the last line that runs on
@@ -254,6 +255,22 @@ def java_produce(cp: str, bootstrap: str, topic: str, size: int, count: int, ack
     return float(re.search(r"([\d.]+) records/sec", last[-1]).group(1))  # type: ignore[union-attr]
 
 
+def first_writes(bootstrap: str, topic: str, partitions: int) -> float:
+    """Seconds until one record to each partition is acknowledged: a topic is usable when its
+    partitions take writes, not when Metadata names their leaders (Kafka's KRaft broker updates
+    its metadata before it creates the logs)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "message.timeout.ms": 120000})
+    failed: list[Any] = []
+    t0 = time.monotonic()
+    for i in range(partitions):
+        p.produce(topic, b"first", partition=i, on_delivery=lambda e, m: failed.append(e) if e else None)
+    if p.flush(120) or failed:
+        raise SystemExit(f"{topic}: first writes failed: {failed[:3]}")
+    return time.monotonic() - t0
+
+
 def java_consume(cp: str, bootstrap: str, topic: str, count: int) -> float:
     """kafka-consumer-perf-test's records/s while fetching (its fetch.nMsg.sec: the group join excluded)."""
     proc = subprocess.run(["java", "-Xmx512M", "-cp", cp, "org.apache.kafka.tools.ConsumerPerformance",
@@ -300,6 +317,8 @@ def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, floa
             row["Java producer 1 KiB acks=all rec/s"] = java_produce(cp, b, "java", 1024, n1k, "all")
             row["Java consumer 1 KiB rec/s"] = java_consume(cp, b, "java", n1k)
             row["1,000 partitions: create s"] = create(b, "wide", 1000)
+            row["1,000 partitions: create until each takes a write s"] = (
+                row["1,000 partitions: create s"] + first_writes(b, "wide", 1000))
             row["1,000 partitions: produce 100 B acks=1 rec/s"] = produce(b, "wide", 100, n100, 1)
         row["RSS loaded MiB"] = peak.peak
     finally:
