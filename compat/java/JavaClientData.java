@@ -131,6 +131,23 @@ final class JavaClientData {
         return out;
     }
 
+    /** One record to partition 0 of "topic" by a producer giving up after "timeoutMs"
+     *  (request and delivery timeouts): {"send": its offset, or {"error": exception class}}. */
+    static Map<String, Object> produceOne(Map<String, Object> spec) throws Exception {
+        int timeoutMs = SamsaJavaClient.num(spec, "timeoutMs", 30_000);
+        Properties pp = new Properties();
+        pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, SamsaJavaClient.str(spec, "bootstrap"));
+        pp.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs / 2));
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, String.valueOf(timeoutMs));
+        pp.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, String.valueOf(timeoutMs));
+        Map<String, Object> out = new LinkedHashMap<>();
+        try (KafkaProducer<String, String> p = new KafkaProducer<>(pp, new StringSerializer(), new StringSerializer())) {
+            out.put("send", JavaClientAdmin.attempt(() -> p.send(
+                    new ProducerRecord<>(SamsaJavaClient.str(spec, "topic"), 0, "k", "v")).get().offset()));
+        }
+        return out;
+    }
+
     /** [offset, timestamp] as Admin.listOffsets answers (offset -1 and timestamp -1 when no
      *  record matches). */
     static List<Object> listOffset(Admin admin, TopicPartition tp, OffsetSpec spec) throws Exception {

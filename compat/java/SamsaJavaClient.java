@@ -55,7 +55,8 @@ public final class SamsaJavaClient {
             "txn-fencing", SamsaJavaClient::txnFencing,
             "produce-consume", JavaClientData::produceConsume,
             "group-rebalance", JavaClientData::groupRebalance,
-            "admin", JavaClientAdmin::admin);
+            "admin", JavaClientAdmin::admin,
+            "produce-one", JavaClientData::produceOne);
 
     public static void main(String[] args) {
         int status = 0;

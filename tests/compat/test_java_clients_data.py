@@ -201,3 +201,68 @@ def test_admin_topics_configs_partitions_records_groups(
     assert out["deleteTopic"] == "ok"
     assert out["describeDeleted"] == {"error": err("UnknownTopicOrPartitionException")}
     assert out["deleteMissingTopic"] == {"error": err("UnknownTopicOrPartitionException")}
+
+
+NETWORK_CLIENT_LOGGER = "org.apache.kafka.clients.NetworkClient"
+
+
+def cluster_id_of(broker: BrokerProcess) -> str:
+    """The broker's cluster id, from the meta.properties of its log dir."""
+    for line in (broker.log_dir / "meta.properties").read_text().splitlines():
+        if line.startswith("cluster.id="):
+            return line.split("=", 1)[1]
+    raise AssertionError("no cluster.id in meta.properties")
+
+
+def api_versions_requests(log: str) -> list[tuple[str, str, str]]:
+    """(version, node, request data) of each ApiVersions request the clients sent, from
+    NetworkClient's debug log."""
+    out = []
+    for line in log.splitlines():
+        if "Sending API_VERSIONS request" in line:
+            version = line.split("apiVersion=", 1)[1].split(",", 1)[0]
+            node, data = line.split(" to node ", 1)[1].split(": ", 1)
+            out.append((version, node, data))
+    return out
+
+
+def test_api_versions_v5_names_the_cluster_and_node_and_is_answered_at_once(
+    broker: BrokerProcess, topic_name: str, java_client: list[str]
+) -> None:
+    """Kafka 4.4's client opens every connection with ApiVersions v5 (KIP-1242), naming the
+    cluster and node it expects once it knows them: Samsa serves v5, so each connection takes
+    one ApiVersions (no UNSUPPORTED_VERSION and retry at v4)."""
+    recs = make_records("v5", 4, base_timestamp_ms())
+    _, log = run_java(java_client, {
+        "scenario": "produce-consume", "bootstrap": broker.bootstrap, "topic": topic_name, "codec": "none",
+        "records": [{"key": r.key, "value": r.value, "timestamp": r.timestamp, "headers": dict(r.headers)}
+                    for r in recs],
+        "queryTimestamps": [], "debugLoggers": [NETWORK_CLIENT_LOGGER]})
+    sent = api_versions_requests(log)
+    assert sent and {v for v, _, _ in sent} == {"5"}
+    assert log.count("Received API_VERSIONS response") == len(sent)
+    assert "UNSUPPORTED_VERSION" not in log and "Rebootstrap" not in log
+    named = [data for _, node, data in sent if f"clusterId='{cluster_id_of(broker)}', nodeId=0" in data]
+    assert named and all(node == "0" for _, node, data in sent if data in named)
+    # (to the bootstrap address it knows neither)
+    assert all("clusterId=null, nodeId=-1" in data for _, node, data in sent if node.startswith("-"))
+
+
+def test_misrouted_connection_is_refused_and_the_client_rebootstraps(
+    broker_factory: Any, topic_name: str, java_client: list[str]
+) -> None:
+    """Broker `a` advertises itself at broker `b`'s address (another cluster): a Java producer
+    bootstrapped at a learns "node 0 of a's cluster" (the partition leader) at b's address and
+    names both in its ApiVersions v5 there; b answers REBOOTSTRAP_REQUIRED, so the producer
+    goes back to its bootstrap server instead of writing to the wrong cluster, and its record
+    times out rather than landing in b."""
+    b = broker_factory()
+    a = broker_factory(advertised_listeners=f"PLAINTEXT://127.0.0.1:{b.port}")
+    out, log = run_java(java_client, {
+        "scenario": "produce-one", "bootstrap": a.bootstrap, "topic": topic_name, "timeoutMs": 6000,
+        "debugLoggers": [NETWORK_CLIENT_LOGGER]})
+    a_id = cluster_id_of(a)
+    assert a_id != cluster_id_of(b)
+    assert f"Rebootstrap requested by server due to cluster metadata mismatch for cluster {a_id} and node 0" in log
+    assert out["send"] == {"error": f"{ERR}TimeoutException"}
+    assert not (b.log_dir / f"{topic_name}-0").exists()  # (nothing reached b)
