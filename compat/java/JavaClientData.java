@@ -192,6 +192,7 @@ final class JavaClientData {
             try {
                 while (!stop.get()) {
                     ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
+                    owned = names(consumer.assignment());  // (before its records are counted as read)
                     for (ConsumerRecord<String, String> r : records) {
                         Map<String, Object> m = new LinkedHashMap<>();
                         m.put("member", name);
@@ -204,7 +205,6 @@ final class JavaClientData {
                         pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
                     }
                     commit(null);
-                    owned = names(consumer.assignment());
                 }
             } catch (Throwable e) {
                 failure = e;
