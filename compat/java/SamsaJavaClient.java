@@ -52,7 +52,11 @@ public final class SamsaJavaClient {
     static final Map<String, Scenario> SCENARIOS = Map.of(
             "txn-commit-abort", SamsaJavaClient::txnCommitAbort,
             "txn-consume-transform-produce", SamsaJavaClient::txnConsumeTransformProduce,
-            "txn-fencing", SamsaJavaClient::txnFencing);
+            "txn-fencing", SamsaJavaClient::txnFencing,
+            "produce-consume", JavaClientData::produceConsume,
+            "group-rebalance", JavaClientData::groupRebalance,
+            "admin", JavaClientAdmin::admin,
+            "produce-one", JavaClientData::produceOne);
 
     public static void main(String[] args) {
         int status = 0;

@@ -311,8 +311,10 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
                     for gid, cg in self.consumer_groups.items() if wanted is None or cg.state.lower() in wanted]
         return out
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
-        """The DescribeGroups entry of one group; an unknown group is described as Dead."""
+    def describe_group(self, group_id: str, version: int = 5) -> dict[str, Any]:
+        """The DescribeGroups entry of one group. A group that does not exist, or is not a
+        classic group, is described as Dead; from v6 (KIP-1043) also with GROUP_ID_NOT_FOUND
+        and Kafka's message, which Kafka's Admin (4.x) raises as GroupIdNotFoundException."""
         entry: dict[str, Any] = {"error_code": 0, "error_message": None, "group_id": group_id,
                                  "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
                                  "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED}
@@ -321,10 +323,13 @@ class GroupCoordinatorShard(ConsumerGroupMixin, MembershipMixin, OffsetsMixin):
             entry["error_code"] = int(err)
             return entry
         group = self.groups.get(group_id)
-        if group is None or group_id in self.consumer_groups:
-            # Kafka (DescribeGroups v0-v5) describes a consumer-protocol group as Dead; v6 would
-            # add GROUP_ID_NOT_FOUND "Group G is not a classic group.".
+        if group is None or group_id in self.consumer_groups or group.state is GroupState.DEAD:
             entry["group_state"] = GroupState.DEAD.value
+            if version >= 6:
+                entry["error_code"] = int(ErrorCode.GROUP_ID_NOT_FOUND)
+                classic = group_id not in self.consumer_groups
+                entry["error_message"] = f"Group {group_id} not found." if classic else (
+                    f"Group {group_id} is not a classic group.")
             return entry
         entry.update(group.describe())
         return entry

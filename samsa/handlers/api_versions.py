@@ -6,25 +6,58 @@ feature ends every transaction with an epoch bump (EndTxn v5) and lets the parti
 partitions to its transaction (Produce v12, TxnOffsetCommit v5); a client that does not know it,
 or is told a level below 2, uses transaction version 1, also served. (Kafka serves both
 whatever the level too: the level only tells clients which to use.) A level of 0 is not listed,
-as Kafka lists no feature finalized at 0.
+as Kafka lists no feature finalized at 0. Below v4 a supported feature whose lowest level is 0
+is left out (KAFKA-17492: clients of that time cannot read a 0 there), as Kafka leaves it out.
+
+v3+ requests name the client software; a name or version Kafka would not accept (letters,
+digits, '.' and '-', starting and ending with a letter or digit) gets INVALID_REQUEST.
+
+v5 (KIP-1242) carries the cluster id and node id the client means to reach (Kafka's Java client
+4.4 sends them once it knows them from Metadata): both or neither (else INVALID_REQUEST); when
+given and not this broker's, REBOOTSTRAP_REQUIRED, and the client goes back to its bootstrap
+servers instead of talking to a broker a stale address now leads to. Those answers list no
+APIs, as Kafka's.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from samsa.protocol.errors import ErrorCode
 from samsa.server.context import RequestContext
 
 API_KEY = 18
 MIN_VERSION = 0
-MAX_VERSION = 4
+MAX_VERSION = 5
+
+SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 # name -> (lowest supported, highest supported, the broker config holding its finalized level)
 FEATURES = {"transaction.version": (0, 2, "transaction.version")}
 FEATURES_EPOCH = 1
 
 
+def refusal(ctx: RequestContext, req: Any) -> ErrorCode | None:
+    """Why this request is answered with an error and no API list, if it is."""
+    version = ctx.version
+    if version >= 5:
+        cluster_id, node_id = req.cluster_id, req.node_id
+        if (cluster_id is None) != (node_id == -1):
+            return ErrorCode.INVALID_REQUEST
+    if version >= 3 and not (SOFTWARE_NAME_OR_VERSION.fullmatch(req.client_software_name or "")
+                             and SOFTWARE_NAME_OR_VERSION.fullmatch(req.client_software_version or "")):
+        return ErrorCode.INVALID_REQUEST
+    if version >= 5 and req.cluster_id is not None and (req.cluster_id != ctx.cluster_id
+                                                        or req.node_id != ctx.node_id):
+        return ErrorCode.REBOOTSTRAP_REQUIRED
+    return None
+
+
 def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    refused = refusal(ctx, req)
+    if refused is not None:
+        return {"error_code": int(refused), "api_keys": [], "throttle_time": 0}
     return {
         "error_code": 0,
         "api_keys": [
@@ -33,7 +66,7 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         ],
         "throttle_time": 0,
         "supported_features": [{"name": n, "min_version": lo, "max_version": hi}
-                               for n, (lo, hi, _) in FEATURES.items()],
+                               for n, (lo, hi, _) in FEATURES.items() if lo > 0 or ctx.version >= 4],
         "finalized_features_epoch": FEATURES_EPOCH,
         "finalized_features": [{"name": n, "max_version_level": level, "min_version_level": level}
                                for n, level in finalized(ctx).items() if level > 0],

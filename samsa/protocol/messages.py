@@ -39,6 +39,16 @@ for _key in (29, 30, 31):
             _table[(_key, 0)] = _without(_table[(_key, 1)], _PATTERN_TYPE_FIELDS)
 
 
+# ApiVersions v5 (Kafka 4.4, KIP-1242) is newer than kio's schemas: the request adds the cluster id
+# and node id the client expects to reach (non-tagged; null and -1 when it does not know them),
+# the response is v4's.
+if (18, 5) not in REQUESTS and (18, 4) in REQUESTS:
+    _flexible, _fields = REQUESTS[(18, 4)]
+    REQUESTS[(18, 5)] = (_flexible, (*_fields, ("cluster_id", "string", True, False, None, None, None),
+                                     ("node_id", "int32", False, False, None, -1, None)))
+    RESPONSES[(18, 5)] = RESPONSES[(18, 4)]
+
+
 class RequestHeader(NamedTuple):
     api_key: int
     api_version: int

@@ -90,6 +90,29 @@ def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, top
         a.incremental_alter_configs([bad])[bad].result(10)
 
 
+def test_incremental_append_and_subtract_start_from_the_default(broker: BrokerProcess, topic_name: str) -> None:
+    """APPEND to a list setting the topic does not set itself extends the setting's default (as
+    Kafka's ConfigAdminManager): cleanup.policy becomes "delete,compact", not "compact" (found
+    with Kafka's Java Admin, tests/compat/test_java_clients_data.py). APPEND or SUBTRACT on a
+    setting that is not a list is INVALID_CONFIG."""
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic_name)
+
+    def alter(name: str, value: str, op: AlterConfigOpType) -> None:
+        change = ConfigResource(ConfigResource.Type.TOPIC, topic_name, incremental_configs=[
+            ConfigEntry(name, value, incremental_operation=op)])
+        a.incremental_alter_configs([change])[change].result(10)
+
+    alter("cleanup.policy", "compact", AlterConfigOpType.APPEND)
+    assert a.describe_configs([res])[res].result(10)["cleanup.policy"].value == "delete,compact"
+    alter("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT)
+    assert a.describe_configs([res])[res].result(10)["cleanup.policy"].value == "compact"
+    for op in (AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT):
+        with pytest.raises(KafkaException, match="INVALID_CONFIG"):
+            alter("retention.ms", "1000", op)
+
+
 def test_broker_dynamic_config_survives_restart(broker_factory) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory()
     a = admin(b)

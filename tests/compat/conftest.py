@@ -31,7 +31,8 @@ with warnings.catch_warnings():
 
 REPO = Path(__file__).resolve().parents[2]
 KAFKAJS_DIR = REPO / "compat" / "kafkajs"
-JAVA_CLIENT = REPO / "compat" / "java" / "SamsaJavaClient.java"
+JAVA_DIR = REPO / "compat" / "java"
+JAVA_CLIENT = JAVA_DIR / "SamsaJavaClient.java"  # (main; its scenarios are in the other *.java files there)
 
 
 @pytest.fixture(scope="session")
@@ -54,7 +55,7 @@ def kafkajs_runner() -> list[str]:
 def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """The command running compat/java/SamsaJavaClient.java (Kafka's own Java client) but for
     its JSON spec: the jars come from scripts/kafka-jars.sh (Maven, once; then cached in
-    build/jars/clients), the program is compiled once per session.
+    build/jars/clients), the program (every compat/java/*.java) is compiled once per session.
 
     Without a JDK or the jars, the tests skip, unless SAMSA_REQUIRE_JAVA is set (./test.sh sets
     it), where they fail."""
@@ -76,10 +77,11 @@ def java_client(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
                     + (jars.stderr.strip().splitlines() or ["(no message)"])[-1])
     classpath = jars.stdout.strip()
     classes = tmp_path_factory.mktemp("java-client")
-    build = subprocess.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", classpath, str(JAVA_CLIENT)],
+    sources = sorted(str(p) for p in JAVA_DIR.glob("*.java"))
+    build = subprocess.run([javac, "-Xlint:all", "-Werror", "-d", str(classes), "-cp", classpath, *sources],
                            capture_output=True, text=True, timeout=300)
     if build.returncode != 0:
-        pytest.fail(f"javac {JAVA_CLIENT.name} failed:\n{build.stdout}{build.stderr}")
+        pytest.fail(f"javac {' '.join(p.rsplit('/', 1)[-1] for p in sources)} failed:\n{build.stdout}{build.stderr}")
     # (C1 only and the serial collector: these short runs start faster on 2 loaded cores)
     return [java, "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{classpath}{os.pathsep}{classes}",
             "SamsaJavaClient"]

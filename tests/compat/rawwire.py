@@ -209,10 +209,14 @@ class Conn:
 
     # --- ApiVersions (key 18) ---------------------------------------------------------------
 
-    def api_versions(self, version: int = 3) -> ApiVersionsResult:
+    def api_versions(self, version: int = 3, cluster_id: str | None = None, node_id: int = -1,
+                     software: tuple[str, str] = ("samsa-compat", "0.1")) -> ApiVersionsResult:
+        """ApiVersions at `version`; v5 also names the cluster and node meant (KIP-1242)."""
         if version >= 3:
-            body = _compact_str("samsa-compat") + _compact_str("0.1") + b"\x00"
-            raw = self.request(18, version, body, flexible_header=True)
+            body = _compact_str(software[0]) + _compact_str(software[1])
+            if version >= 5:
+                body += (b"\x00" if cluster_id is None else _compact_str(cluster_id)) + struct.pack(">i", node_id)
+            raw = self.request(18, version, body + b"\x00", flexible_header=True)
         else:
             raw = self.request(18, version, b"")
         r = Reader(raw)

@@ -432,6 +432,11 @@ def test_list_describe_and_delete_groups() -> None:
     assert all(m["client_host"] == "/127.0.0.1" and m["member_metadata"] == subscription("t")
                for m in d["members"])
     assert h.shard.describe_group("nope")["group_state"] == "Dead"
+    # DescribeGroups v6 (KIP-1043): also GROUP_ID_NOT_FOUND, which Kafka's Admin 4.x raises as
+    # GroupIdNotFoundException (tests/compat/test_java_clients_data.py)
+    gone = h.shard.describe_group("nope", 6)
+    assert (gone["group_state"], gone["error_code"], gone["error_message"]) == ("Dead", 69, "Group nope not found.")
+    assert h.shard.describe_group("g", 6)["error_code"] == 0
     h.drain()
     assert h.shard.delete_group("g") == 68  # NON_EMPTY_GROUP
     assert h.shard.delete_group("nope") == 69  # GROUP_ID_NOT_FOUND

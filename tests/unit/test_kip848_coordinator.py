@@ -267,6 +267,8 @@ def test_classic_and_consumer_groups_exclude_each_other(env: Any) -> None:
     env.shard.join_group(join, 5, "c", "/h", got.append)
     assert got[0]["error_code"] == E.INCONSISTENT_GROUP_PROTOCOL
     assert env.shard.describe_group("g")["group_state"] == "Dead"
+    v6 = env.shard.describe_group("g", 6)
+    assert (v6["error_code"], v6["error_message"]) == (E.GROUP_ID_NOT_FOUND, "Group g is not a classic group.")
     assert env.shard.delete_group("g") == E.NON_EMPTY_GROUP
     a.leave()
     assert env.shard.delete_group("g") == 0
