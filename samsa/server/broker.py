@@ -71,7 +71,7 @@ from samsa.server.txn_markers import TxnMarker, write_markers
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import is_log_dir_failure
-from samsa.storage.log_manager import LogManager, write_checkpoints
+from samsa.storage.log_manager import PARTITION_METADATA, LogManager, write_checkpoints, write_topic_id
 
 log = logging.getLogger("samsa.broker")
 METADATA_FILE = "samsa-metadata.db"
@@ -357,13 +357,19 @@ class Broker:
                         earlier.append((lg, f"it belongs to topic id {stored}, {name} is now {topic_id}"))
 
             # Creating logs touches the disk: a worker thread does it, for all of them in one
-            # go (each log dir fsynced once); they are registered here, on the loop.
+            # go (each log dir fsynced once); they are registered here, on the loop. Their
+            # partition.metadata files (two fsyncs each) are written afterwards, in the
+            # background, as Kafka flushes them: a partition leads without waiting for them.
+            unwritten: list[tuple[Path, tuple[int, int]]] = []
+
             def open_logs() -> list[Partition]:
                 for lg, why in earlier:
                     logs.move_aside(lg, why)
                 out = []
                 for index, lg in zip(new, logs.create_logs([(name, index, cfg) for index in new])):
-                    logs.record_topic_id(lg, topic_id)
+                    if logs.record_topic_id(lg, topic_id):
+                        st = os.stat(lg.dir)
+                        unwritten.append((lg.dir, (st.st_dev, st.st_ino)))
                     part = Partition(name, index, topic.topic_id, lg, self.node_id)
                     if lg.log_end_offset > 0:
                         part.load_producer_state()
@@ -371,6 +377,8 @@ class Broker:
                 return out
 
             opened = await self.loop.run_in_executor(None, open_logs)
+            if unwritten:
+                self._write_topic_ids(unwritten, topic_id)
             if self.topics.get(name) is not topic:
                 for part in opened:  # deleted meanwhile: these were never registered
                     part.log.close()
@@ -515,6 +523,25 @@ class Broker:
         for k, p in self.replicas.partitions.items():
             by_dir.setdefault(p.log.dir.parent, {})[k] = p.hw
         return [(d / REPLICATION_OFFSET_CHECKPOINT, hws) for d, hws in by_dir.items()]
+
+    def _write_topic_ids(self, dirs: list[tuple[Path, tuple[int, int]]], topic_id: str) -> None:
+        """Write partition.metadata into each of `dirs` (with its inode when created) in a
+        worker thread, tracked with the checkpoint writes so that a shutdown waits for it. A
+        log deleted meanwhile (even if its partition exists again) is skipped; any other error
+        is the log dir's."""
+        def write() -> None:
+            for d, inode in dirs:
+                try:
+                    write_topic_id(d, topic_id, inode)
+                except FileNotFoundError:  # the log was deleted or moved aside meanwhile
+                    continue
+                except OSError as e:
+                    log.error("Cannot write %s: %s", d / PARTITION_METADATA, e)
+                    self.loop.call_soon_threadsafe(self.on_storage_error, d.parent, e)
+
+        fut = self.loop.run_in_executor(None, write)
+        self._background.add(fut)
+        fut.add_done_callback(self._background.discard)
 
     def _in_background(self, snapshot: Callable[[], Any], write: Callable[[Any], None],
                        what: str) -> Callable[[], None]:

@@ -282,14 +282,16 @@ class LogManager:
         """The topic id in the log's partition.metadata (None: no such file yet, or no log)."""
         return self._topic_ids.get(tp)
 
-    def record_topic_id(self, lg: PartitionLog, topic_id: str) -> None:
-        """Write the log's partition.metadata if it does not hold `topic_id` yet (any thread)."""
+    def record_topic_id(self, lg: PartitionLog, topic_id: str) -> bool:
+        """Note that the log belongs to topic id `topic_id` (any thread); True if its
+        partition.metadata must be written (`write_topic_id`), False if it holds the id
+        already. Kafka too records the id at once and writes the file later, off the
+        path that makes the partition's leader."""
         tp = parse_topic_partition(lg.dir.name)
         if tp is None or self._topic_ids.get(tp) == topic_id:
-            return
-        if self._log_factory == Log.open:  # (the null engine keeps no directory)
-            write_topic_id(lg.dir, topic_id)
+            return False
         self._topic_ids[tp] = topic_id
+        return self._log_factory == Log.open  # (the null engine keeps no directory)
 
     def detach(self, tp: TopicPartition) -> PartitionLog | None:
         """Take the log out of the registry (on the owner thread), for `move_aside`."""
@@ -466,16 +468,36 @@ def read_topic_id(directory: Path) -> str | None:
     return None
 
 
-def write_topic_id(directory: Path, topic_id: str) -> None:
-    """Write `directory`/partition.metadata (through a fsynced temporary file and a rename)."""
-    path = directory / PARTITION_METADATA
-    tmp = path.with_name(PARTITION_METADATA + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(f"version: 0\ntopic_id: {topic_id}\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(directory)
+def write_topic_id(directory: Path, topic_id: str, inode: tuple[int, int] | None = None) -> bool:
+    """Write `directory`/partition.metadata (through a fsynced temporary file and a rename).
+
+    With `inode` (the directory's (st_dev, st_ino) when its log was created), only into that
+    very directory: False, nothing written, when the path now names another one (the log
+    was deleted and its partition created again meanwhile) or none. Everything goes
+    through a descriptor of the directory, so a rename under way cannot redirect the write."""
+    try:
+        dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        if inode is not None:
+            return False
+        raise
+    try:
+        if inode is not None:
+            st = os.fstat(dfd)
+            if (st.st_dev, st.st_ino) != inode:
+                return False
+        tmp = PARTITION_METADATA + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=dfd)
+        try:
+            os.write(fd, f"version: 0\ntopic_id: {topic_id}\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, PARTITION_METADATA, src_dir_fd=dfd, dst_dir_fd=dfd)
+        os.fsync(dfd)
+        return True
+    finally:
+        os.close(dfd)
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -198,3 +198,22 @@ def test_recovery_threads_open_and_flush_the_logs_in_parallel(tmp_path: Path, cl
     assert sum(lg.log_end_offset for lg in again.logs().values()) == 10 * logs[0].log_end_offset
     assert len(threads) > 1 and all(t.startswith("samsa-log-recovery") for t in threads)
     again.shutdown()
+
+
+def test_partition_metadata_goes_only_into_the_directory_it_was_meant_for(tmp_path: Path) -> None:
+    """The topic id is written after the log leads (in the background, as Kafka does): if the
+    log was deleted and its partition created again meanwhile, the new directory must not get
+    the old topic's id."""
+    d = tmp_path / "t-0"
+    d.mkdir()
+    st = os.stat(d)
+    inode = (st.st_dev, st.st_ino)
+    assert log_manager_module.write_topic_id(d, "AAAAAAAAAAAAAAAAAAAAAA", inode)
+    assert log_manager_module.read_topic_id(d) == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert not (d / "partition.metadata.tmp").exists()
+    os.rename(d, tmp_path / "t-0.deleted")
+    d.mkdir()  # the partition of a new topic of the same name
+    assert not log_manager_module.write_topic_id(d, "AAAAAAAAAAAAAAAAAAAAAA", inode)
+    assert log_manager_module.read_topic_id(d) is None
+    assert log_manager_module.read_topic_id(tmp_path / "t-0.deleted") == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert not log_manager_module.write_topic_id(tmp_path / "gone-0", "AAAAAAAAAAAAAAAAAAAAAA", inode)
