@@ -8,8 +8,10 @@ brokers register again, a controller is elected again. Through all of it the lea
 leading, because their followers keep fetching from them (nobody else can have been elected:
 see `must_fence` in `samsa/controller/session.py`). While ZooKeeper is stopped:
 
-- produce latency p99 stays within 2x of the p99 measured just before (with a floor of
-  25 ms for the 2x: below that the spread is the scheduler's, not the broker's);
+- no acknowledgement takes a second or more: a write that waited on ZooKeeper would wait
+  12 s (until the connection is declared lost) or the whole pause. (The p99 before and
+  during are printed; they are not compared, since on a shared machine the spread of a
+  few milliseconds is the scheduler's, not the broker's.)
 - the consumer keeps receiving;
 - no broker's event loop stalls for 100 ms or more (the loop-lag monitor's log lines);
 
@@ -34,7 +36,7 @@ from tests.zk.conftest import start_server
 SESSION_MS = 18000
 PAUSE_S = 20.0
 RATE = 200  # records per second
-FLOOR_S = 0.025
+SLOW_S = 1.0  # far below the 12 s a write waiting on ZooKeeper would take
 
 
 def p99(xs: list[float]) -> float:
@@ -144,7 +146,7 @@ def test_a_paused_zookeeper_costs_the_data_path_nothing(tmp_path: Path, cluster:
                   f"{prod.slowest(t_pause, t_resume)}")
         print("\n" + report)
         assert len(during) >= RATE * PAUSE_S * 0.8, f"the producer slowed down while ZooKeeper was paused: {report}"
-        assert p99(during) <= 2 * max(p99(before), FLOOR_S), report
+        assert max(during) < SLOW_S, f"an acknowledgement waited {max(during):.1f} s: {report}"
         gaps = [b - a for a, b in zip(received, received[1:]) if t_pause <= a < t_resume]
         assert gaps and max(gaps) < 2.0, f"the consumer stalled for {max(gaps or [0]):.1f} s during the pause"
         stalls = [line for b in c.brokers for line in b.log_text().splitlines() if "Event loop stalled" in line]

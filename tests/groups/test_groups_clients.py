@@ -167,13 +167,15 @@ def test_kafka_python_group(broker: BrokerProcess, topic_name: str, assignor: st
                 assert not kc.poll(timeout_ms=50)
         assert sorted(tp.partition for kc in consumers for tp in kc.assignment()) == [0, 1, 2, 3]
         produce(broker, topic_name, range(400), 4)
+        deadline = time.monotonic() + DEADLINE  # (the reading's own time: the join may have used most of it)
         while len(seen) < 400 and time.monotonic() < deadline:
             for i, kc in enumerate(consumers):
                 for records in kc.poll(timeout_ms=100).values():
                     for r in records:
                         assert int(r.value) not in seen, "a record went to two members"
                         seen[int(r.value)] = i
-        assert len(seen) == 400
+        assert len(seen) == 400, f"{len(seen)} of 400 read in {DEADLINE} s; assignments now " + str(
+            [sorted(tp.partition for tp in kc.assignment()) for kc in consumers])
         for kc in consumers:
             kc.commit()
     finally:
