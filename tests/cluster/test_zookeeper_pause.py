@@ -13,7 +13,8 @@ see `must_fence` in `samsa/controller/session.py`). While ZooKeeper is stopped:
   during are printed; they are not compared, since on a shared machine the spread of a
   few milliseconds is the scheduler's, not the broker's.)
 - the consumer keeps receiving;
-- no broker's event loop stalls for 100 ms or more (the loop-lag monitor's log lines);
+- no broker's event loop stalls for 100 ms or more in broker code (the loop-lag monitor's log
+  lines; a stall caught waiting in the selector is the machine's, not the broker's);
 
 and after ZooKeeper resumes, nothing acknowledged is lost.
 """
@@ -37,6 +38,24 @@ SESSION_MS = 18000
 PAUSE_S = 20.0
 RATE = 200  # records per second
 SLOW_S = 1.0  # far below the 12 s a write waiting on ZooKeeper would take
+
+
+def loop_stalls(log: str) -> list[str]:
+    """The loop-lag monitor's warnings, each with the stack it caught."""
+    out: list[str] = []
+    for line in log.splitlines():
+        if "Event loop stalled" in line:
+            out.append(line)
+        elif out and line.startswith("  "):
+            out[-1] += "\n" + line
+    return out
+
+
+def idle(stall: str) -> bool:
+    """A stall caught with the loop waiting in its selector (or with no stack) is the process
+    not getting a core on a busy machine, not broker code blocking the loop."""
+    frames = stall.splitlines()[1:]
+    return not frames or "no stack caught" in frames[-1] or "selectors.py" in frames[-1]
 
 
 def p99(xs: list[float]) -> float:
@@ -149,8 +168,8 @@ def test_a_paused_zookeeper_costs_the_data_path_nothing(tmp_path: Path, cluster:
         assert max(during) < SLOW_S, f"an acknowledgement waited {max(during):.1f} s: {report}"
         gaps = [b - a for a, b in zip(received, received[1:]) if t_pause <= a < t_resume]
         assert gaps and max(gaps) < 2.0, f"the consumer stalled for {max(gaps or [0]):.1f} s during the pause"
-        stalls = [line for b in c.brokers for line in b.log_text().splitlines() if "Event loop stalled" in line]
-        assert not stalls, "event loops stalled:\n" + "\n".join(stalls)
+        stalls = [st for b in c.brokers for st in loop_stalls(b.log_text()) if not idle(st)]
+        assert not stalls, "event loops stalled in broker code:\n" + "\n".join(stalls)
         assert prod.left == 0 and not prod.errors, (prod.left, prod.errors[:5])
         got = c.consume_all(topic, [0, 1, 2])
         stored = {(p, o) for p, recs in got.items() for o, _, _ in recs}
