@@ -69,6 +69,24 @@ def test_list_offsets_max_timestamp(broker: BrokerProcess, topic_name: str) -> N
     assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
 
 
+def test_list_offsets_earliest_local_and_latest_tiered(broker: BrokerProcess, topic_name: str) -> None:
+    """KIP-1005's EARLIEST_LOCAL (-4) and LATEST_TIERED (-5), ListOffsets v9, on a broker without
+    tiered storage: the log start offset, and no offset at all (-1, no error), as Kafka answers
+    (its kafka-get-offsets --time -5 then prints nothing for the partition, not the end)."""
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    produce_n(broker, topic_name, 10)
+    tp = TopicPartition(topic_name, 0, 3)
+    assert a.delete_records([tp])[tp].result(10).low_watermark == 3
+    with RawClient(broker.bootstrap) as c:
+        r = c.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic_name, "partitions": [
+            {"partition_index": 0, "timestamp": ts} for ts in (-4, -5, -1)]}]})
+    got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in r.topics[0].partitions]
+    assert got[0][:3] == (0, 3, -1) and got[0][3] >= 0
+    assert got[1] == (0, -1, -1, -1)
+    assert got[2][:2] == (0, 10)
+
+
 def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, topic_name: str) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"})])[topic_name].result(10)
