@@ -127,6 +127,29 @@ def test_broker_dynamic_config_survives_restart(broker_factory) -> None:  # type
         a.incremental_alter_configs([readonly])[readonly].result(10)
 
 
+def test_replication_throttle_configs_are_known_broker_configs(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """The three broker-level throttles Kafka's kafka-reassign-partitions deletes at --verify
+    (IncrementalAlterConfigs DELETE, set or not): each is a known dynamic broker config, so the
+    deletion succeeds (replica.alter.log.dirs.io.max.bytes.per.second was refused as unknown)."""
+    b = broker_factory()
+    a = admin(b)
+    names = ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+             "replica.alter.log.dirs.io.max.bytes.per.second"]
+    res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry(n, "1000000", incremental_operation=AlterConfigOpType.SET) for n in names])
+    a.incremental_alter_configs([res])[res].result(10)
+    described = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = a.describe_configs([described])[described].result(10)
+    assert [(configs[n].value, configs[n].source) for n in names] == [
+        ("1000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)] * 3
+    for _ in range(2):  # (the second time none is set: deleting is still fine)
+        res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE) for n in names])
+        a.incremental_alter_configs([res])[res].result(10)
+    configs = a.describe_configs([described])[described].result(10)
+    assert all(configs[n].is_default for n in names)
+
+
 def test_auto_create_off_means_unknown_topic(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]
     b = broker_factory(**{"auto.create.topics.enable": "false"})
     with RawClient(b.bootstrap) as c:
