@@ -340,6 +340,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "Bytes/s this broker's throttled follower replicas may fetch.", at_least(0), dynamic=True),
     _b("leader.replication.throttled.rate", "long", LONG_MAX,
        "Bytes/s throttled replicas may fetch from this broker's leaders." + _UNUSED, at_least(0), dynamic=True),
+    _b("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+       "Bytes/s of replicas moving between this broker's log dirs (Samsa moves none: AlterReplicaLogDirs is not "
+       "served)." + _UNUSED, at_least(0), dynamic=True),
     _b("replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response.", at_least(0)),
     _b("replica.fetch.wait.max.ms", "int", 500, "Longest a replica fetch waits for data.", at_least(0)),
     _b("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch." + _UNUSED, at_least(0)),

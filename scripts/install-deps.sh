@@ -11,7 +11,9 @@
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Java:            maven + openjdk-17-jdk-headless (only if mvn or javac is missing), then
-#                    Kafka's kafka-clients jars into build/jars/clients (scripts/kafka-jars.sh)
+#                    Kafka's kafka-clients jars into build/jars/clients and its CLI tools
+#                    (kafka-tools, kafka_2.13: ~92 jars, 54 MB) into build/jars/tools
+#                    (scripts/kafka-jars.sh; about a minute the first time, instant after)
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs);
 #                    compat/node-rdkafka/node_modules (node-rdkafka, which compiles its bundled
 #                    librdkafka with g++: about 2-3 minutes, once)
@@ -69,7 +71,7 @@ if [ "$TEST_DEPS" = 1 ]; then
     apt_install kcat zookeeper openjdk-17-jre-headless chromium fonts-dejavu-core
     # the failing-disk tests: an ext4 file system on a loop device (tests/failing_disk.py)
     apt_install e2fsprogs mount
-    # a JDK and Maven: Kafka's own Java client for tests/compat/test_java_client.py (jars below)
+    # a JDK and Maven: Kafka's own Java client and tools for tests/compat (jars below)
     if command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; then
         step "java: $(javac -version 2>&1) and mvn already present"
     else
@@ -146,8 +148,9 @@ else
     (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# --- Kafka's Java client (tests/compat/test_java_client.py): jars from Maven, cached in build/jars ---
-bash scripts/kafka-jars.sh clients
+# --- Kafka's Java client and CLI tools (tests/compat/test_java_client.py, test_kafka_tools.py,
+# tests/cluster/test_kafka_tools_cluster.py): jars from Maven, cached in build/jars ---
+bash scripts/kafka-jars.sh clients tools
 
 # --- node-rdkafka (the transaction tests): compiled once, kept while its lock file is unchanged ---
 NRD=compat/node-rdkafka

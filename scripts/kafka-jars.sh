@@ -12,7 +12,9 @@
 #   clients       org.apache.kafka:kafka-clients 4.4.0 and its codecs (zstd-jni, lz4, snappy),
 #                 slf4j-api + slf4j-simple: the Java client tests (compat/java/)
 #   tools         org.apache.kafka:kafka-tools 4.4.0 and kafka_2.13 4.4.0 (Kafka's CLI tools and
-#                 a KRaft broker)
+#                 a KRaft broker), log4j-slf4j-impl (their logging: run them with
+#                 -Dlog4j2.configurationFile=scripts/jars/tools/log4j2.xml, WARN to stderr); the
+#                 tools tests (tests/compat/kafkatools.py)
 #   kafka39       kafka_2.13 + kafka-tools 3.9.2, the newest 3.9 (the last with ZooKeeper mode)
 #   spark-kafka   org.apache.spark:spark-sql-kafka-0-10_2.13 at the installed PySpark's version
 #                 (or at $SAMSA_SPARK_VERSION)

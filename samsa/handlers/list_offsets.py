@@ -1,7 +1,8 @@
-"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), or the first offset at or
-after a timestamp. "Latest" is the end a consumer can actually read to: the high watermark, or
-with `isolation_level` 1 (READ_COMMITTED, v2+) the last stable offset. DESCRIBE on the topic is
-needed (TOPIC_AUTHORIZATION_FAILED).
+"""ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4, the log
+start: Samsa keeps no tiered storage), latest tiered (-5, KIP-1005: no offset, as Kafka answers
+when remote storage is off), or the first offset at or after a timestamp. "Latest" is the end a
+consumer can actually read to: the high watermark, or with `isolation_level` 1 (READ_COMMITTED,
+v2+) the last stable offset. DESCRIBE on the topic is needed (TOPIC_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -62,7 +63,11 @@ def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: in
         # consumers an end offset that goes back.
         return {"partition_index": index, "error_code": int(ErrorCode.OFFSET_NOT_AVAILABLE),
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    if ts == LATEST or ts == LATEST_TIERED:
+    if ts == LATEST_TIERED:
+        # The highest offset copied to remote storage: none (Kafka without remote storage
+        # answers so: no error, offset and timestamp -1, which its tools print as nothing).
+        return {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    if ts == LATEST:
         offset, found_ts = partition.last_stable_offset if committed else partition.high_watermark, -1
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         offset, found_ts = log.log_start_offset, -1

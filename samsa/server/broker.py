@@ -218,7 +218,7 @@ class Broker:
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
             persist_log_start_offsets=self.persist_log_start_offsets, transactions=self.transactions,
-            authorizer=self.authorizer)
+            authorizer=self.authorizer, offline_log_dirs=self.offline_log_dirs)
 
     async def _write_local_marker(self, marker: dict[str, Any]) -> dict[tuple[str, int], ErrorCode]:
         """The transaction coordinator's markers for partitions this broker leads: written in
@@ -229,6 +229,10 @@ class Broker:
                                                              parts)],
                                    timeout_ms=int(self.config.get("request.timeout.ms")))
         return done[0]
+
+    def offline_log_dirs(self) -> list[Path]:
+        """The log dirs that failed since the start (offline until a restart)."""
+        return list(self.logs.offline_dirs) if self.logs is not None else []
 
     def persist_log_start_offsets(self) -> asyncio.Future[None]:
         """Write the log dirs' checkpoints as they are now (DeleteRecords waits for it)."""

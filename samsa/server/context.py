@@ -37,8 +37,9 @@ Kafka's handlers ask theirs; `ctx.authorizer` is the authorizer itself, for the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from samsa.config import BrokerConfig
@@ -129,6 +130,8 @@ class BrokerServices:
     persist_log_start_offsets: Callable[[], asyncio.Future[None]]
     transactions: TransactionManager
     authorizer: Authorizer | None = None  # authorizer.class.name set: the ACL authorizer
+    # the log dirs that failed (offline until a restart): DescribeLogDirs reports them
+    offline_log_dirs: Callable[[], Collection[Path]] = lambda: ()
 
     @property
     def config(self) -> BrokerConfig:
@@ -284,3 +287,6 @@ class RequestContext:
 
     def auto_create_topic(self, name: str) -> Awaitable[Topic]:
         return self.services.auto_create_topic(name)
+
+    def offline_log_dirs(self) -> Collection[Path]:
+        return self.services.offline_log_dirs()

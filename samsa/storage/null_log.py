@@ -113,6 +113,10 @@ class NullLog:
     def segment_count(self) -> int:
         return 1
 
+    @property
+    def size_in_bytes(self) -> int:
+        return self._retained_bytes  # (in memory: nothing is on disk)
+
     def _check_open(self) -> None:
         if self._closed:
             raise StorageError(f"log {self.dir} is closed")

@@ -144,6 +144,10 @@ class PartitionLog(Protocol):
     def segment_count(self) -> int:
         """Segments the log holds (the active one included)."""
 
+    @property
+    def size_in_bytes(self) -> int:
+        """The bytes of record batches the log holds (DescribeLogDirs' partition size)."""
+
     def append(self, buf: bytearray | memoryview, headers: Sequence[tuple[int, BatchHeader]], *,
                now_ms: int | None = None, log_append_time: bool = False,
                leader_epoch: int | None = None) -> AppendResult:

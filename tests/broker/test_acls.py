@@ -192,6 +192,8 @@ CASES: list[Case] = [
      lambda r: r.results[0].error_code, TAF, lambda t, g: [acl(TOPIC, t, ALTER)]),
     ("delete-groups", 42, 2, lambda t, g: {"groups_names": [g]},
      lambda r: r.results[0].error_code, GAF, lambda t, g: [acl(GROUP, g, DELETE)]),
+    ("describe-log-dirs", 35, 4, lambda t, g: {"topics": [{"topic": t, "partitions": [0]}]},
+     lambda r: r.error_code, CAF, lambda t, g: [acl(CLUSTER, "kafka-cluster", DESCRIBE)]),
     ("elect-leaders", 43, 2, lambda t, g: {"election_type": 0, "topic_partitions": [{"topic": t, "partitions": [0]}],
                                            "timeout": 5000},
      lambda r: r.error_code, CAF, lambda t, g: [acl(CLUSTER, "kafka-cluster", ALTER)]),

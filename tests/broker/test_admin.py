@@ -69,6 +69,24 @@ def test_list_offsets_max_timestamp(broker: BrokerProcess, topic_name: str) -> N
     assert (found.offset, found.timestamp) == (1, 1_700_000_009_000)
 
 
+def test_list_offsets_earliest_local_and_latest_tiered(broker: BrokerProcess, topic_name: str) -> None:
+    """KIP-1005's EARLIEST_LOCAL (-4) and LATEST_TIERED (-5), ListOffsets v9, on a broker without
+    tiered storage: the log start offset, and no offset at all (-1, no error), as Kafka answers
+    (its kafka-get-offsets --time -5 then prints nothing for the partition, not the end)."""
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    produce_n(broker, topic_name, 10)
+    tp = TopicPartition(topic_name, 0, 3)
+    assert a.delete_records([tp])[tp].result(10).low_watermark == 3
+    with RawClient(broker.bootstrap) as c:
+        r = c.request(2, 9, {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic_name, "partitions": [
+            {"partition_index": 0, "timestamp": ts} for ts in (-4, -5, -1)]}]})
+    got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in r.topics[0].partitions]
+    assert got[0][:3] == (0, 3, -1) and got[0][3] >= 0
+    assert got[1] == (0, -1, -1, -1)
+    assert got[2][:2] == (0, 10)
+
+
 def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, topic_name: str) -> None:
     a = admin(broker)
     a.create_topics([NewTopic(topic_name, 1, 1, config={"retention.ms": "60000"})])[topic_name].result(10)
@@ -130,6 +148,29 @@ def test_broker_dynamic_config_survives_restart(broker_factory) -> None:  # type
         ConfigEntry("listeners", "PLAINTEXT://:1", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(KafkaException, match="INVALID_CONFIG"):
         a.incremental_alter_configs([readonly])[readonly].result(10)
+
+
+def test_replication_throttle_configs_are_known_broker_configs(broker_factory) -> None:  # type: ignore[no-untyped-def]
+    """The three broker-level throttles Kafka's kafka-reassign-partitions deletes at --verify
+    (IncrementalAlterConfigs DELETE, set or not): each is a known dynamic broker config, so the
+    deletion succeeds (replica.alter.log.dirs.io.max.bytes.per.second was refused as unknown)."""
+    b = broker_factory()
+    a = admin(b)
+    names = ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+             "replica.alter.log.dirs.io.max.bytes.per.second"]
+    res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+        ConfigEntry(n, "1000000", incremental_operation=AlterConfigOpType.SET) for n in names])
+    a.incremental_alter_configs([res])[res].result(10)
+    described = ConfigResource(ConfigResource.Type.BROKER, "0")
+    configs = a.describe_configs([described])[described].result(10)
+    assert [(configs[n].value, configs[n].source) for n in names] == [
+        ("1000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)] * 3
+    for _ in range(2):  # (the second time none is set: deleting is still fine)
+        res = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry(n, None, incremental_operation=AlterConfigOpType.DELETE) for n in names])
+        a.incremental_alter_configs([res])[res].result(10)
+    configs = a.describe_configs([described])[described].result(10)
+    assert all(configs[n].is_default for n in names)
 
 
 def test_auto_create_off_means_unknown_topic(broker_factory, topic_name: str) -> None:  # type: ignore[no-untyped-def]

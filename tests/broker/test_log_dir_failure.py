@@ -95,6 +95,14 @@ def test_a_failed_dir_takes_only_its_partitions_offline(tmp_path: Path, disk: Fa
             create_topic(c, "after")  # new logs go to the dir still online
             assert produce(c, "after", batch(n=1)).error_code == 0
             assert (good / "after-0").exists()
+            # DescribeLogDirs (kafka-log-dirs): the failed dir with KAFKA_STORAGE_ERROR and nothing
+            # in it, the healthy one with its replicas
+            dirs = {r.log_dir: r for r in c.request(35, 4, {"topics": None}).results}
+            failed = dirs[str(disk.path / "data")]
+            assert (failed.error_code, list(failed.topics)) == (ErrorCode.KAFKA_STORAGE_ERROR, [])
+            assert dirs[str(good)].error_code == 0
+            assert sorted((t.name, p.partition_index) for t in dirs[str(good)].topics for p in t.partitions
+                          if not t.name.startswith("__")) == [("after", 0), ("two", healthy)]
         text = b.log_text()
         assert "The log dir of this broker" not in text and "Traceback" not in text
     finally:

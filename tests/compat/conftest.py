@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.compat.kafkatools import kafka_tools  # noqa: F401  (Kafka's CLI tools, for test_kafka_tools.py)
+
 # kafka-python 3.0 builds its protocol classes at import time from JSON schemas read with
 # importlib.resources.read_text, deprecated in Python 3.11. The read_text warning is attributed
 # to kafka-python (ignored by pyproject's `kafka.*` filter), but the nested open_text warning is

@@ -4,9 +4,11 @@ Every client test produces the same shape of records (`make_records`): keyed, wi
 with explicit CreateTime timestamps 10 ms apart starting a minute in the past (inside any
 retention, never in the future), so ListOffsets by timestamp has exact expected answers.
 
-No consumer groups anywhere: consumers use manual assignment and never commit (Samsa has no
-group coordinator yet). confluent-kafka refuses to make a Consumer without `group.id`, so each
-gets a unique one that is never joined (no subscribe) and never committed to (auto commit off).
+The per-client checks use no consumer group: consumers use manual assignment and never commit,
+so that only each client's produce and fetch paths are under test (groups are tested in
+tests/groups/ and with Kafka's own tools in test_kafka_tools.py). confluent-kafka refuses to
+make a Consumer without `group.id`, so each gets a unique one that is never joined (no
+subscribe) and never committed to (auto commit off).
 """
 
 from __future__ import annotations

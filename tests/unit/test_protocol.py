@@ -194,6 +194,8 @@ def test_request_header_fast_path_agrees_with_the_general_one(api_key: int, clie
 def test_every_truncation_of_a_request_is_a_decode_error(api_key: int, version: int) -> None:
     body = {"topics": [{"name": "t", "topic": "t", "partitions": [{"partition": 0}], "partition_data": [{"index": 0}]}],
             "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"r"}]}], "group_id": "g"}
+    if api_key == 35:  # DescribeLogDirs: its partitions are an array of int32, not of structs
+        body = {"topics": [{"topic": "t", "partitions": [0, 1]}]}
     frame = bytes(encode_request(api_key, version, 1, "c", body))[4:]
     flexible = request_codec(api_key, version).flexible
     _, start = decode_request_header(frame, flexible)
