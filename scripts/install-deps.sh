@@ -11,7 +11,8 @@
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Java:            maven + openjdk-17-jdk-headless (only if mvn or javac is missing), then
-#                    Kafka's kafka-clients jars into build/jars/clients (scripts/kafka-jars.sh)
+#                    Kafka's kafka-clients jars into build/jars/clients and Spark's Kafka
+#                    connector into build/jars/spark-kafka (scripts/kafka-jars.sh)
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs);
 #                    compat/node-rdkafka/node_modules (node-rdkafka, which compiles its bundled
 #                    librdkafka with g++: about 2-3 minutes, once)
@@ -146,8 +147,10 @@ else
     (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# --- Kafka's Java client (tests/compat/test_java_client.py): jars from Maven, cached in build/jars ---
-bash scripts/kafka-jars.sh clients
+# --- Kafka's Java client (tests/compat/test_java_client.py) and Spark's own Kafka connector at
+# PySpark's version (tests/spark/test_kafka_connector.py, `--connector kafka`): jars from Maven,
+# cached in build/jars ---
+bash scripts/kafka-jars.sh clients spark-kafka
 
 # --- node-rdkafka (the transaction tests): compiled once, kept while its lock file is unchanged ---
 NRD=compat/node-rdkafka
