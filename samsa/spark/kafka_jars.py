@@ -52,7 +52,7 @@ def connector_jars(where: str | None = None) -> list[str]:
     found = [m.group("version") for m in (CONNECTOR.match(j.name) for j in jars) if m]
     if not found:
         raise ConnectorJarsMissing(f"Spark's Kafka connector (spark-sql-kafka-0-10_2.13) is not in {where}: "
-                                   f"fetch it with `{FETCH}` (or point {ENV} at its jars)")
+                                   f"fetch it with `{FETCH}` (or give where its jars are: --connector-jars, ${ENV})")
     version = pyspark_version()
     if version is not None and version not in found:
         raise ConnectorJarsMissing(f"Spark's Kafka connector in {where} is for Spark {', '.join(found)}, PySpark is "
