@@ -142,3 +142,59 @@ def test_stream_sink_from_one_topic_into_another(kafka_connector: Any, broker: B
     got = consume(broker.bootstrap, dst, 2)
     assert sorted(m.value() for m in got) == sorted([f"R{i}".encode() for i in range(200)] +
                                                      [f"S{i}".encode() for i in range(50)])
+
+
+def test_timestamps_headers_patterns_and_split_ranges(kafka_connector: Any, broker: BrokerProcess,
+                                                      topic_name: str) -> None:
+    """startingOffsetsByTimestamp (the AdminClient's ListOffsets by time), includeHeaders,
+    subscribePattern, minPartitions (one partition's range read by several consumers), and
+    every compression codec, as the connector reads them."""
+    spark = kafka_connector
+    create(broker.bootstrap, topic_name, 2)
+    base = int(time.time() * 1000) - 60_000
+    for i, codec in enumerate(["gzip", "snappy", "lz4", "zstd"]):
+        p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5})
+        for j in range(50):
+            p.produce(topic_name, value=f"{codec}-{j}".encode(), partition=j % 2, timestamp=base + i * 1000 + j,
+                      headers=[("codec", codec.encode()), ("j", b"%d" % j)])
+        assert p.flush(30) == 0
+    df = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+          .option("subscribePattern", topic_name.replace("-", ".") + "$").option("includeHeaders", "true")
+          .option("minPartitions", "6")
+          .option("startingOffsetsByTimestamp", f'{{"{topic_name}": {{"0": {base + 2000}, "1": {base + 2000}}}}}')
+          .load())
+    assert df.rdd.getNumPartitions() >= 6
+    rows = df.select("value", "headers", "timestamp").collect()
+    assert sorted(bytes(r["value"]) for r in rows) == sorted(f"{c}-{j}".encode() for c in ("lz4", "zstd")
+                                                             for j in range(50))
+    for r in rows:
+        codec = bytes(r["value"]).split(b"-")[0]
+        assert [(h["key"], bytes(h["value"])) for h in r["headers"]][0] == ("codec", codec)
+
+
+def test_read_committed_skips_aborted_transactions(kafka_connector: Any, broker: BrokerProcess,
+                                                   topic_name: str, tmp_path: Path) -> None:
+    """kafka.isolation.level=read_committed through the connector: the offsets of aborted
+    records and of the transaction markers are gaps it must step over, batch and streaming."""
+    spark = kafka_connector
+    create(broker.bootstrap, topic_name, 1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"{topic_name}-tx"})
+    p.init_transactions(20)
+    for i, commit in enumerate([True, False, True, False, True]):
+        p.begin_transaction()
+        for j in range(5):
+            p.produce(topic_name, b"%d-%d" % (i, j))
+        p.flush(10)
+        (p.commit_transaction if commit else p.abort_transaction)(20)
+    committed = [b"%d-%d" % (i, j) for i in (0, 2, 4) for j in range(5)]
+    batch = kafka_read(spark, broker.bootstrap, topic_name, **{"kafka.isolation.level": "read_committed"})
+    assert [bytes(r.value) for r in batch.orderBy("offset").collect()] == committed
+    q = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+         .option("subscribe", topic_name).option("startingOffsets", "earliest")
+         .option("kafka.isolation.level", "read_committed").option("maxOffsetsPerTrigger", "7").load()
+         .selectExpr("CAST(value AS STRING) AS value").writeStream.format("parquet")
+         .option("path", str(tmp_path / "out")).option("checkpointLocation", str(tmp_path / "ckpt"))
+         .trigger(availableNow=True).start())
+    q.awaitTermination(180)
+    assert q.exception() is None, q.exception()
+    assert sorted(r["value"].encode() for r in spark.read.parquet(str(tmp_path / "out")).collect()) == sorted(committed)
