@@ -13,7 +13,8 @@ streaming source's process) and of the broker, read from /proc: on a shared mach
 time varies with the load, the CPU much less.
 
 Usage: .venv/bin/python bench/bench_spark_connector.py [--records N] [--size B] [--partitions P] [--rounds R]
-       [--only batch|stream]
+       [--only batch|stream] [--kafka-option NAME=VALUE ...]   (options for format("kafka") only,
+       e.g. kafka.max.poll.records=10000)
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3, help="measured rounds, after one warm-up round")
     ap.add_argument("--only", choices=("batch", "stream"), default=None)
+    ap.add_argument("--kafka-option", action="append", default=[], metavar="NAME=VALUE",
+                    help="an option for format(\"kafka\") only (repeatable)")
     args = ap.parse_args()
     subprocess.run(["bash", str(ROOT / "scripts" / "kafka-jars.sh"), "spark-kafka"], check=True,
                    stdout=subprocess.DEVNULL)
@@ -78,6 +81,7 @@ def main() -> int:
 
     use_installed_pyspark("local[2]")
     n = args.records
+    kafka_options = dict(o.split("=", 1) for o in args.kafka_option)
     with tempfile.TemporaryDirectory(prefix="samsa-bench-connector-") as tmp:
         b = BrokerProcess(Path(tmp) / "broker").start()
         try:
@@ -97,7 +101,8 @@ def main() -> int:
             runs = iter(range(10_000))
 
             def options(fmt: str) -> dict[str, str]:
-                return {"kafka.bootstrap.servers": b.bootstrap, "subscribe": "bench", "startingOffsets": "earliest"}
+                return {"kafka.bootstrap.servers": b.bootstrap, "subscribe": "bench", "startingOffsets": "earliest",
+                        **(kafka_options if fmt == "kafka" else {})}
 
             def batch(fmt: str) -> Path:
                 out = Path(tmp) / f"{fmt}-{next(runs)}"
