@@ -11,9 +11,10 @@
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Java:            maven + openjdk-17-jdk-headless (only if mvn or javac is missing), then
-#                    Kafka's kafka-clients jars into build/jars/clients and its CLI tools
-#                    (kafka-tools, kafka_2.13: ~92 jars, 54 MB) into build/jars/tools
-#                    (scripts/kafka-jars.sh; about a minute the first time, instant after)
+#                    Kafka's kafka-clients jars into build/jars/clients, its CLI tools and
+#                    broker (kafka-tools, kafka_2.13: ~92 jars, 54 MB) into build/jars/tools, and
+#                    Spark's Kafka connector into build/jars/spark-kafka (scripts/kafka-jars.sh;
+#                    about two minutes the first time, instant after)
 #   Node:            compat/kafkajs/node_modules from package-lock.json (kafkajs and codecs);
 #                    compat/node-rdkafka/node_modules (node-rdkafka, which compiles its bundled
 #                    librdkafka with g++: about 2-3 minutes, once)
@@ -148,9 +149,11 @@ else
     (cd compat/kafkajs && npm install --no-audit --no-fund --loglevel=error >/dev/null)
 fi
 
-# --- Kafka's Java client and CLI tools (tests/compat/test_java_client.py, test_kafka_tools.py,
-# tests/cluster/test_kafka_tools_cluster.py): jars from Maven, cached in build/jars ---
-bash scripts/kafka-jars.sh clients tools
+# --- Kafka's Java client, CLI tools and broker (tests/compat/test_java_client*.py,
+# test_kafka_tools.py, test_vs_kafka.py, tests/cluster/test_kafka_tools_cluster.py) and Spark's own
+# Kafka connector at PySpark's version (tests/spark/test_kafka_connector.py, `--connector kafka`):
+# jars from Maven, cached in build/jars ---
+bash scripts/kafka-jars.sh clients tools spark-kafka
 
 # --- node-rdkafka (the transaction tests): compiled once, kept while its lock file is unchanged ---
 NRD=compat/node-rdkafka

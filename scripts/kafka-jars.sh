@@ -17,7 +17,9 @@
 #                 tools tests (tests/compat/kafkatools.py)
 #   kafka39       kafka_2.13 + kafka-tools 3.9.2, the newest 3.9 (the last with ZooKeeper mode)
 #   spark-kafka   org.apache.spark:spark-sql-kafka-0-10_2.13 at the installed PySpark's version
-#                 (or at $SAMSA_SPARK_VERSION)
+#                 (or at $SAMSA_SPARK_VERSION) and what it adds to PySpark's own jars:
+#                 kafka-clients, spark-token-provider-kafka-0-10, commons-pool2 (4 jars, for
+#                 spark.jars: tests/spark/test_kafka_connector.py, `samsa pipeline run --connector kafka`)
 #
 # Maven runs with -q -B, offline first (-o: no network when ~/.m2 already holds the set), then
 # online. SAMSA_M2_REPO=DIR uses DIR as Maven's local repository (e.g. to measure a cold fetch).

@@ -130,8 +130,14 @@ def run(argv: list[str]) -> int:
                     help="run against this cluster instead of starting a broker (its topics are created if missing)")
     ap.add_argument("--command-config", metavar="FILE",
                     help="Kafka client properties for a secured cluster: security.protocol, sasl.*, ssl.*")
+    ap.add_argument("--connector", default="samsa", choices=("samsa", "kafka"),
+                    help="how Spark reads the readings: samsa, Samsa's jar-less data source (default), or kafka, "
+                         "Spark's own Kafka connector (`bash scripts/kafka-jars.sh spark-kafka` fetches its jars)")
+    ap.add_argument("--connector-jars", metavar="PATH", default=None,
+                    help="with --connector kafka: a directory of the connector's jars or a comma-separated list of "
+                         "jar files (default: $SAMSA_SPARK_KAFKA_JARS, else build/jars/spark-kafka)")
     args = ap.parse_args(argv)
-    from samsa.pipeline.job import client_properties
+    from samsa.pipeline.job import ConnectorJarsMissing, JobConfig, client_properties, session_jars
 
     try:
         args.client_props = client_properties(args.command_config)
@@ -145,6 +151,10 @@ def run(argv: list[str]) -> int:
         raise CliError("--duration must be positive")
     if not port_free(args.http_port):
         raise CliError(f"port {args.http_port} is in use: pass --http-port with a free port")
+    try:  # before anything starts: a missing connector is one line, not a half-started demo
+        args.jars = session_jars(JobConfig(connector=args.connector, connector_jars=args.connector_jars))
+    except ConnectorJarsMissing as e:
+        raise CliError(str(e)) from None
     data = Path(args.data_dir).resolve()
     data.mkdir(parents=True, exist_ok=True)
     return Demo(args, data).run()
@@ -200,16 +210,18 @@ class Demo:
         say(f"dashboard: {dashboard.url}")
 
         spark_log = self.data / "spark.log"
-        say(f"starting Spark (local[2]) and the pipeline job (Spark's log: {spark_log})")
+        say(f"starting Spark (local[2]) and the pipeline job ({self.args.connector} connector; "
+            f"Spark's log: {spark_log})")
         from samsa.pipeline.job import JobConfig, PipelineJob, spark_session
 
-        self.spark = spark_session(None, app="samsa-demo", log_file=spark_log)
+        self.spark = spark_session(None, app="samsa-demo", log_file=spark_log, jars=self.args.jars)
         self.parts.append(("spark", self.spark.stop))
         # a micro-batch holds at most ~5 s of readings, so a slow start never makes one huge batch
         cap = max(10_000, int(self.args.rate * 5))
         self.job = PipelineJob(self.spark, JobConfig(bootstrap=self.bootstrap, data_dir=self.data,
                                                      trigger=self.args.trigger, max_offsets_per_trigger=cap,
-                                                     client_props=props)).start()
+                                                     client_props=props, connector=self.args.connector,
+                                                     connector_jars=self.args.connector_jars)).start()
         self.parts.append(("pipeline job", self.job.stop))
 
         from samsa.pipeline.ingest.producer import IngestProducer

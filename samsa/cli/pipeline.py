@@ -48,9 +48,13 @@ def run_job(args: Any) -> int:
         cfg = job.config_from(args)
     except ValueError as e:  # a bad --command-config
         raise CliError(f"--command-config: {e}") from None
-    print(f"==> starting Spark ({args.master or 'local[2]'}) for the pipeline job; data in {args.data_dir}",
-          flush=True)
-    spark = job.spark_session(args.master, ui=args.spark_ui)
+    try:
+        jars = job.session_jars(cfg)
+    except job.ConnectorJarsMissing as e:  # --connector kafka without the connector's jars
+        raise CliError(str(e)) from None
+    print(f"==> starting Spark ({args.master or 'local[2]'}) for the pipeline job ({cfg.connector} connector); "
+          f"data in {args.data_dir}", flush=True)
+    spark = job.spark_session(args.master, ui=args.spark_ui, jars=jars)
     try:
         pipeline = job.PipelineJob(spark, cfg).start()
     except Exception as e:  # a bad option or an unreachable broker: the source says which

@@ -56,6 +56,7 @@ from typing import Any
 from samsa.pipeline import aqi, contract
 from samsa.pipeline.windows import FIELDS, MINUTE, CityWindows, combine
 from samsa.spark.home import use_installed_pyspark
+from samsa.spark.kafka_jars import ENV, FETCH, ConnectorJarsMissing, connector_jars
 
 log = logging.getLogger("samsa.pipeline.job")
 
@@ -67,6 +68,9 @@ LIMITS = {"pm25": (0.0, 1000.0), "pm10": (0.0, 2000.0), "no2": (0.0, 2000.0), "o
           "temperature": (-90.0, 60.0)}
 FUTURE_MS = 5 * 60_000
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+# how the readings are read and the dead letters written: Samsa's jar-less Python data source,
+# or Spark's own Kafka connector (its jars on spark.jars: samsa/spark/kafka_jars.py)
+CONNECTORS = ("samsa", "kafka")
 KINDS = (("city_1m", 60_000), ("city_5m", 300_000), ("sensor_1m", 60_000))
 
 
@@ -90,6 +94,10 @@ class JobConfig:
     exactly_once: bool = False
     # how the readings are read: read_committed skips the aborted transactions of a transactional producer
     isolation_level: str = "read_uncommitted"
+    # format("samsa") or format("kafka") for the readings and the dead letters (CONNECTORS)
+    connector: str = "samsa"
+    # where the kafka connector's jars are (a directory or jar files): None is samsa/spark/kafka_jars.py's default
+    connector_jars: str | None = None
 
     @property
     def transactional_id(self) -> str:
@@ -98,7 +106,7 @@ class JobConfig:
         return f"samsa-pipeline-{self.topics['aggregates']}"
 
     def samsa_options(self) -> dict[str, str]:
-        """The samsa data source's and sink's connection options."""
+        """The samsa (or kafka) data source's and sink's connection options: Spark's Kafka names."""
         return {"kafka.bootstrap.servers": self.bootstrap, **{f"kafka.{k}": v for k, v in self.client_props.items()}}
 
     @property
@@ -113,12 +121,20 @@ def parsed_stream(spark: Any, cfg: JobConfig) -> Any:
     """The readings topic as rows of the contract's fields plus `reason` (null when valid)."""
     from pyspark.sql import functions as F
 
-    reader = (spark.readStream.format("samsa").options(**cfg.samsa_options())
+    # the two connectors take the same options (Spark's Kafka source's) and give the same schema
+    reader = (spark.readStream.format(cfg.connector).options(**cfg.samsa_options())
               .option("subscribe", cfg.topics["readings"]).option("startingOffsets", cfg.starting_offsets)
               .option("failOnDataLoss", "false").option("kafka.isolation.level", cfg.isolation_level))
     if cfg.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    raw = reader.load().select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
+    try:
+        loaded = reader.load()
+    except Exception as err:
+        if cfg.connector == "kafka" and "DATA_SOURCE_NOT_FOUND" in str(err):  # a session without the jars
+            raise ConnectorJarsMissing("this SparkSession has no Kafka connector (spark-sql-kafka-0-10): fetch it "
+                                       f"with `{FETCH}` and give its jars to spark.jars (or --jars)") from None
+        raise
+    raw = loaded.select("key", F.col("value").cast("string").alias("raw"), "topic", "partition", "offset")
     e = F.from_json("raw", READING_SCHEMA, {"columnNameOfCorruptRecord": "_corrupt_record"})
     df = raw.withColumn("e", e)
     # from_json keeps a record it cannot fully parse in _corrupt_record: when no field came
@@ -164,7 +180,7 @@ class StoreWriter:
         try:
             bad = df.where("reason IS NOT NULL").select(
                 "key", F.to_json(F.struct("reason", "topic", "partition", "offset", "raw")).alias("value"))
-            (bad.write.format("samsa").mode("append").options(**self.cfg.samsa_options())
+            (bad.write.format(self.cfg.connector).mode("append").options(**self.cfg.samsa_options())
              .option("topic", self.cfg.topics["dlq"]).save())
             good = df.where("reason IS NULL").select(
                 *contract.READING_FIELDS, F.timestamp_millis("ts").alias("event_time"),
@@ -514,9 +530,19 @@ def _output_to(path: Path) -> Iterator[None]:
             os.close(f)
 
 
+def session_jars(cfg: JobConfig) -> list[str]:
+    """The jars the job's SparkSession needs on spark.jars: none for the samsa connector; Spark's
+    Kafka connector for `kafka` (ConnectorJarsMissing says how to get it), except under
+    spark-submit, whose --jars or --packages bring it."""
+    if cfg.connector != "kafka" or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return []
+    return connector_jars(cfg.connector_jars)
+
+
 def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = False,
-                  log_file: Path | None = None) -> Any:
+                  log_file: Path | None = None, jars: list[str] | None = None) -> Any:
     """A SparkSession for the job: local[2] unless spark-submit or --master says otherwise.
+    `jars` go on spark.jars (Spark's Kafka connector: `session_jars`).
     With `log_file`, Spark's log goes there instead of the terminal (when this call starts the JVM),
     and so does whatever the JVM and its Python workers print: a worker killed with its task at
     shutdown prints a traceback that is Spark's business, not the user's."""
@@ -535,6 +561,8 @@ def spark_session(master: str | None, app: str = "samsa-pipeline", ui: bool = Fa
         config = log_file.with_name("spark-log4j2.properties")
         config.write_text(LOG4J2.format(path=log_file.resolve()))
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{config.resolve()}")
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
     builder = (builder.config("spark.ui.enabled", str(ui).lower()).config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC"))
     if log_file is not None and "PYSPARK_GATEWAY_PORT" not in os.environ:
@@ -565,6 +593,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--exactly-once", action="store_true",
                     help="write each micro-batch's aggregates and alerts in one Kafka transaction, so that a "
                          "restarted job does not send a window update twice (read them with read_committed)")
+    ap.add_argument("--connector", default="samsa", choices=CONNECTORS,
+                    help="how Spark reads the readings and writes the dead letters: samsa, Samsa's jar-less Python "
+                         "data source (default), or kafka, Spark's own Kafka connector (its jars: "
+                         "`bash scripts/kafka-jars.sh spark-kafka`, or --connector-jars)")
+    ap.add_argument("--connector-jars", metavar="PATH", default=None,
+                    help="with --connector kafka: a directory of the connector's jars, or a comma-separated list "
+                         f"of jar files (default: ${ENV}, else build/jars/spark-kafka of this checkout)")
     ap.add_argument("--isolation-level", default=None, choices=ISOLATION_LEVELS,
                     help="how the readings topic is read: read_committed skips aborted transactions (default: "
                          "isolation.level of --command-config, else read_uncommitted as Spark's Kafka source)")
@@ -581,7 +616,8 @@ def config_from(args: argparse.Namespace) -> JobConfig:
                      watermark=args.watermark, alert_aqi=args.alert_aqi, starting_offsets=args.starting_offsets,
                      max_offsets_per_trigger=args.max_offsets_per_trigger,
                      client_props=props, exactly_once=args.exactly_once,
-                     isolation_level=args.isolation_level or isolation)
+                     isolation_level=args.isolation_level or isolation, connector=args.connector,
+                     connector_jars=args.connector_jars)
 
 
 def client_properties(path: str | None) -> dict[str, str]:
@@ -605,7 +641,13 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    job = PipelineJob(spark_session(args.master, ui=args.spark_ui), config_from(args)).start()
+    cfg = config_from(args)
+    try:
+        jars = session_jars(cfg)
+    except ConnectorJarsMissing as e:
+        print(e, file=sys.stderr)
+        return 1
+    job = PipelineJob(spark_session(args.master, ui=args.spark_ui, jars=jars), cfg).start()
     try:
         job.spark.streams.awaitAnyTermination()
     except KeyboardInterrupt:

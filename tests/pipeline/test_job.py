@@ -4,6 +4,7 @@ DuckDB, and a restart that neither loses nor doubles a window."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import time
@@ -12,12 +13,20 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from samsa.cli.pipeline import views
 from samsa.pipeline import aqi
-from samsa.pipeline.job import JobConfig, PipelineJob
+from samsa.pipeline.job import (
+    ConnectorJarsMissing,
+    JobConfig,
+    PipelineJob,
+    add_arguments,
+    config_from,
+    session_jars,
+)
 from tests.brokerproc import BrokerProcess
 
 CITIES = {"Oslo": 4.0, "Lima": 20.0, "Delhi": 95.0}  # baseline PM2.5: Delhi's windows raise alerts
@@ -241,3 +250,59 @@ def test_exactly_once_job_does_not_resend_a_replayed_batch(spark: Any, broker: B
         ledger.close()
     newest = max(int(f.stem.removeprefix("batch-")) for f in (cfg.data_dir / "aggregates").glob("date=*/batch-*.parquet"))
     assert mark == newest + 1
+
+
+def test_job_with_sparks_kafka_connector_gives_the_same_results(kafka_connector: Any, broker: BrokerProcess,
+                                                                tmp_path: Path) -> None:
+    """`--connector kafka`: the readings read and the dead letters written by Spark's own Kafka
+    connector (format("kafka")) instead of Samsa's source; the same checks, on fewer readings."""
+    suffix = uuid.uuid4().hex[:8]
+    topics = {name: f"{name}-{suffix}" for name in ("readings", "dlq", "aggregates", "alerts", "status")}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for fut in admin.create_topics([NewTopic(t, 2, 1) for t in topics.values()]).values():
+        fut.result(10)
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    args = ap.parse_args(["--bootstrap-server", broker.bootstrap, "--data-dir", str(tmp_path / "data"),
+                          "--trigger", "1 second", "--storage-trigger", "1 second", "--watermark", "10 minutes",
+                          "--connector", "kafka"])
+    cfg = config_from(args)
+    cfg.topics = topics
+    assert cfg.connector == "kafka" and session_jars(cfg)  # build/jars/spark-kafka, as the fixture's session has
+    now = int(time.time() * 1000)
+    rows = readings(300, now - 240_000, 180_000, seed=5)
+    bad = [BAD[0], BAD[1], BAD[2] % now, BAD[3] % (now + 3_600_000)]
+    produce(broker.bootstrap, topics["readings"], [json.dumps(r).encode() for r in rows] + bad,
+            [r["sensor_id"] for r in rows] + ["bad"] * len(bad))
+    total = end_offset(broker.bootstrap, topics["readings"])
+    job = PipelineJob(kafka_connector, cfg).start()
+    try:
+        run_until(job, lambda: all(n == total for n in job.consumed().values()))
+    finally:
+        job.stop()
+
+    dead = read_all(broker.bootstrap, topics["dlq"])
+    assert sorted(d["reason"] for d in dead) == sorted(REASONS)
+    con = duckdb.connect()
+    for name, body in views(cfg.data_dir).items():
+        con.execute(f"CREATE VIEW {name} AS {body}")
+    assert con.execute("SELECT count(*) FROM readings").fetchone()[0] == len(rows)
+    got = {(k, key, ws): (n, avg, mx) for k, key, ws, n, avg, mx in con.execute(
+        "SELECT kind, key, window_start, count, pm25_avg, pm25_max FROM windows").fetchall()}
+    want = expected_windows(rows)
+    assert set(got) == set(want)
+    for k, (n, avg, mx) in want.items():
+        assert got[k][0] == n and got[k][2] == mx and abs(got[k][1] - avg) < 1e-6, k
+
+
+def test_kafka_connector_without_its_jars_is_one_clear_line(tmp_path: Path) -> None:
+    ap = argparse.ArgumentParser()
+    add_arguments(ap)
+    cfg = config_from(ap.parse_args(["--connector", "kafka", "--connector-jars", str(tmp_path)]))
+    with pytest.raises(ConnectorJarsMissing, match=r"^Spark's Kafka connector .* is not in .*: fetch it with "
+                                                   r"`bash scripts/kafka-jars.sh spark-kafka`"):
+        session_jars(cfg)
+    assert session_jars(config_from(ap.parse_args([]))) == []  # samsa: jar-less
+    (tmp_path / "spark-sql-kafka-0-10_2.13-3.5.1.jar").write_bytes(b"")
+    with pytest.raises(ConnectorJarsMissing, match="is for Spark 3.5.1, PySpark is 4.2.0"):
+        session_jars(cfg)
