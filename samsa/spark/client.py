@@ -259,7 +259,13 @@ class SamsaClient:
                     return bytes(part.records or b""), part.last_stable_offset, part.log_start_offset
                 return bytes(part.records or b""), part.high_watermark, part.log_start_offset
             if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                raise OffsetOutOfRange(tp, offset, part.log_start_offset, part.high_watermark)
+                # Kafka's answer carries no offsets with the error: as its consumer does, ask
+                # ListOffsets where the log starts and ends now
+                start, end = part.log_start_offset, part.high_watermark
+                if start < 0 or end < 0:
+                    start = self.list_offsets([tp], -2)[tp]
+                    end = self.list_offsets([tp], -1)[tp]
+                raise OffsetOutOfRange(tp, offset, start, end)
             if code not in RETRIABLE:
                 raise ClientError(f"Fetch of {tp[0]}-{tp[1]} at {offset} failed: {code.name}")
             if attempt >= retries and time.monotonic() > deadline:
