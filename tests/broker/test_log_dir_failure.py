@@ -4,6 +4,7 @@ broker stays up and says so plainly, and partitions in other log dirs carry on."
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,7 +64,9 @@ def test_the_only_log_dir_failing_answers_kafka_storage_error_and_says_so(tmp_pa
             assert c.request(18, 3, {"client_software_name": "t", "client_software_version": "1"}).error_code == 0
         assert b.stop() == 0  # and it stops cleanly
         text = b.log_text()
-        assert f"Log dir {disk.path / 'data'} failed: Input/output error (errno 5)" in text
+        # (EIO from the produce's write, or whatever the file system answers first: the new
+        # partition's partition.metadata is written in the background and may meet the failure)
+        assert re.search(rf"Log dir {re.escape(str(disk.path / 'data'))} failed: .+ \(errno \d+\)", text), text[-3000:]
         assert text.count("The log dir of this broker") == 1 and "is offline: every partition answers" in text
         assert "Traceback" not in text
     finally:
