@@ -9,8 +9,10 @@ Cases, each timed per round trip (CPU time of the process: the machine is shared
 
   tail       a consumer's fetch waits at the log end (min_bytes 1); an acks=1 produce of one
              small batch answers it from inside the append (the consumer-keeping-up path)
+  tail16     the same with Fetch v16, the topic named by id (what librdkafka 2.5+ sends)
   general    a fetch of two partitions waits; a produce to one of them answers it through the
              general read path
+  general16  the same with Fetch v16 (topics by id)
   acks_all   an acks=all produce to a partition with two in-sync replicas waits; the
              follower's fetch position moves the high watermark and answers it
 
@@ -32,7 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-CASES = ("tail", "general", "acks_all")
+CASES = ("tail", "tail16", "general", "general16", "acks_all")
 
 
 def _setup(tmp: Path, topics: dict[str, list[int]]) -> Any:
@@ -51,8 +53,13 @@ def _setup(tmp: Path, topics: dict[str, list[int]]) -> Any:
     except ImportError:
         loop = asyncio.new_event_loop()
     replicas = ReplicaManager()
+    from samsa.config import BrokerConfig
+    from samsa.server.quotas import ClientQuotas
+
+    config = BrokerConfig({"broker.id": "0"})
     broker = SimpleNamespace(replicas=replicas, topics={}, cluster=SimpleNamespace(brokers={0: None, 1: None}),
-                             loop=loop, node_id=0)
+                             loop=loop, node_id=0, quotas=ClientQuotas(), authorizer=None,
+                             current_config=lambda: config, fetch_sessions=None)
     try:
         from samsa.server.purgatory import Purgatory
     except ImportError:  # the tree before the purgatory
@@ -66,16 +73,22 @@ def _setup(tmp: Path, topics: dict[str, list[int]]) -> Any:
         replicas.add(p)
         p.apply_state(PartitionState(leader=0, leader_epoch=1, isr=list(reps)), reps)
     dispatcher = Dispatcher(broker, HANDLER_MODULES)  # type: ignore[arg-type]
-    conn = SimpleNamespace(peer_str="bench", client_id=None, peer=("127.0.0.1", 1))
+    conn = SimpleNamespace(peer_str="bench", client_id=None, peer=("127.0.0.1", 1), principal="User:ANONYMOUS",
+                           listener="PLAINTEXT", sasl=None, session_expiry=0)
     return broker, dispatcher, conn
 
 
-def _fetch_frame(version: int, parts: list[tuple[str, int]], cid: int) -> bytearray:
+def _fetch_frame(version: int, parts: list[tuple[str, int]], cid: int, topics: dict[str, Any] | None = None) -> bytearray:
+    """A Fetch of partition 0 of each topic at its offset; from v13 the topics go by id (their
+    ids from `topics`, name -> Topic)."""
     from samsa.protocol.messages import encode_request
+
+    def key(t: str) -> dict[str, Any]:
+        return {"topic_id": topics[t].topic_id.bytes} if version >= 13 and topics else {"topic": t}
 
     body = {"replica_id": -1, "max_wait": 5000, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": o,
+            "topics": [{**key(t), "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": o,
                                                      "log_start_offset": -1, "partition_max_bytes": 1 << 20,
                                                      "last_fetched_epoch": -1}]} for t, o in parts],
             "forgotten_topics_data": [], "rack_id": ""}
@@ -106,20 +119,21 @@ def run_case(case: str, n: int) -> float:
     """CPU seconds per round trip of `case`, over `n` round trips."""
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        if case == "tail":
+        version = 16 if case.endswith("16") else 12
+        if case.startswith("tail"):
             broker, dispatch, conn = _setup(tmp, {"t": [0]})
-            fetches = [_fetch_frame(12, [("t", i)], i) for i in range(n)]
+            fetches = [_fetch_frame(version, [("t", i)], i, broker.topics) for i in range(n)]
             produces = [_produce_frame("t", 1, i) for i in range(n)]
-        elif case == "general":
+        elif case.startswith("general"):
             broker, dispatch, conn = _setup(tmp, {"a": [0], "b": [0]})
-            fetches = [_fetch_frame(12, [("a", i), ("b", 0)], i) for i in range(n)]
+            fetches = [_fetch_frame(version, [("a", i), ("b", 0)], i, broker.topics) for i in range(n)]
             produces = [_produce_frame("a", 1, i) for i in range(n)]
         else:
             broker, dispatch, conn = _setup(tmp, {"t": [0, 1]})
             produces = [_produce_frame("t", -1, i) for i in range(n)]
             fetches = []
         got: list[Any] = []
-        part = broker.replicas.get("a" if case == "general" else "t", 0)
+        part = broker.replicas.get("a" if case.startswith("general") else "t", 0)
         live = {0, 1}.__contains__
 
         async def acks_all() -> None:
@@ -155,18 +169,19 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--procs", type=int, default=3, help="child processes per tree and case (with --compare)")
     ap.add_argument("--compare", help="an older source tree (its directory holds samsa/) to run alternately")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.n, args.rounds)
         return
     if not args.compare:
-        for case in CASES:
+        for case in args.cases.split(","):
             print(f"{case:9} {min(run_case(case, args.n) for _ in range(args.rounds)) * 1e6:8.1f} us")
         return
     here = str(Path(__file__).resolve().parents[1])
     trees = {"old": args.compare, "new": here}
-    for case in CASES:
+    for case in args.cases.split(","):
         best: dict[str, float] = {}
         for _ in range(args.procs):
             for label, tree in trees.items():

@@ -10,6 +10,7 @@ Cases, CPU time of the process per request (the machine is shared):
   context   creating the per-request context alone (`RequestContext(...)` as the dispatcher does)
   produce   an acks=1 Produce v9 of one 100-byte record, decoded, appended, answered
   fetch     a Fetch v12 of one partition with data at its offset, answered at once (file slice)
+  fetch16   the same with Fetch v16, the topic named by id (KIP-516: what librdkafka 2.5+ sends)
 
 The old tree is one whose dispatcher took the broker itself (`RequestContext(broker, conn,
 header)`, a dataclass): the broker is a plain object there; this tree gets the broker's
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_delayed import _fetch_frame, _produce_frame  # noqa: E402
 
-CASES = ("context", "produce", "fetch")
+CASES = ("context", "produce", "fetch", "fetch16")
 
 
 def _setup(tmp: Path) -> tuple[Any, Any, Any]:
@@ -64,21 +65,29 @@ def _setup(tmp: Path) -> tuple[Any, Any, Any]:
     replicas.add(part)
     part.apply_state(PartitionState(leader=0, leader_epoch=1, isr=[0]), [0])
     cluster = SimpleNamespace(brokers={0: None}, controller_id=0)
+    from samsa.config import BrokerConfig
+    from samsa.server.quotas import ClientQuotas
+
+    config = BrokerConfig({"broker.id": "0"})
     try:
         from samsa.server.context import BrokerServices
     except ImportError:  # the tree before the RequestContext: handlers got the broker itself
         target: Any = SimpleNamespace(replicas=replicas, topics={"t": topic}, cluster=cluster, node_id=0,
                                       purgatory=purgatory)
     else:
+        from samsa.config import BrokerConfig
+
         none: Any = None
+        config = BrokerConfig({})
         target = BrokerServices(
-            node_id=0, cluster_id="bench", current_config=none, topics={"t": topic}, replicas=replicas,
+            node_id=0, cluster_id="bench", current_config=lambda: config, topics={"t": topic}, replicas=replicas,
             cluster=cluster, admin=none, groups=none, controller=none, producer_ids=none,  # type: ignore[arg-type]
             purgatory=purgatory, fetch_sessions=none, api_versions=[], endpoints=none, topic_ready=none,
-            auto_create_topic=none)
+            auto_create_topic=none, entity_configs=none, quotas=ClientQuotas(), persist_log_start_offsets=none,
+            transactions=none)
     dispatcher = Dispatcher(target, HANDLER_MODULES)
     conn = SimpleNamespace(peer_str="bench", client_id=None, peer=("127.0.0.1", 1), principal="User:ANONYMOUS",
-                           listener="PLAINTEXT")
+                           listener="PLAINTEXT", sasl=None, session_expiry=0)
     return target, dispatcher, conn
 
 
@@ -102,7 +111,8 @@ def run_case(case: str, n: int) -> float:
             frames = [_produce_frame("t", 1, i) for i in range(n)]
         else:
             dispatch(conn, _produce_frame("t", 1, 0))  # one batch to read
-            frames = [_fetch_frame(12, [("t", 0)], i) for i in range(n)]
+            version = 16 if case == "fetch16" else 12
+            frames = [_fetch_frame(version, [("t", 0)], i, target.topics) for i in range(n)]
         t0 = time.process_time()
         for frame in frames:
             out = dispatch(conn, frame)
@@ -121,19 +131,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--procs", type=int, default=3, help="child processes per tree and case (with --compare)")
     ap.add_argument("--compare", help="an older source tree (its directory holds samsa/) to run alternately")
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child, args.n, args.rounds)
         return
     if not args.compare:
-        for case in CASES:
+        for case in args.cases.split(","):
             n = args.n * 10 if case == "context" else args.n
             print(f"{case:8} {min(run_case(case, n) for _ in range(args.rounds)) * 1e6:8.3f} us")
         return
     here = str(Path(__file__).resolve().parents[1])
     trees = {"old": args.compare, "new": here}
-    for case in CASES:
+    for case in args.cases.split(","):
         n = args.n * 10 if case == "context" else args.n
         best: dict[str, float] = {}
         for _ in range(args.procs):

@@ -4,7 +4,8 @@
     .venv/bin/python bench/bench_framing.py --procs 5 --rounds 9
 
 "new" is the broker's own `network.Connection._on_readable` (today: `protocol.framing`);
-"old" is the hand-written reader it had before (kept here, verbatim, to compare against).
+"old" is the hand-written reader it had before (kept here, verbatim, to compare against);
+"zeroed" is "new" with large frames' bytearrays zeroed (without the C helper's `uninit`/`grow`).
 Both run on a real `Connection` (its `_dispatch`, a handler that only counts frames and
 returns NO_RESPONSE) over a fake socket whose `recv_into` copies the next piece of a prepared
 stream, as the kernel would: one whole frame per call, or 64 KiB per call, the frames of a
@@ -166,7 +167,7 @@ def run(cls: type[Connection], pieces: list[memoryview], n_frames: int, size: in
     loop = asyncio.new_event_loop()
     server = SimpleNamespace(loop=loop, connections=set(), max_request_size=100 << 20, handler=handler,
                              quotas=network.ConnectionQuotas(loop, network.Limits),
-                             max_pending=network.MAX_PENDING)
+                             max_pending=network.MAX_PENDING, timed=False, name="PLAINTEXT")
     sock = FakeSocket(pieces)
     conn = cls(server, sock, ("bench", 0))  # type: ignore[arg-type]
     read = conn._on_readable
@@ -205,7 +206,16 @@ IMPLS: dict[str, Callable[[list[memoryview], int, int], float]] = {
     "recv": lambda pieces, n, size: recv_only(pieces),
     "old": lambda pieces, n, size: run(OldConnection, pieces, n, size),
     "new": lambda pieces, n, size: run(Connection, pieces, n, size),
+    "zeroed": lambda pieces, n, size: zeroed(pieces, n, size),
 }
+
+
+def zeroed(pieces: list[memoryview], n: int, size: int) -> float:
+    """"new" with large frames' bytearrays zeroed when made and grown (framing's pure-Python
+    path, i.e. without the C helper's uninit/grow)."""
+    from samsa.protocol import framing
+    framing._uninit, framing._grow_native = bytearray, None
+    return run(Connection, pieces, n, size)
 
 
 def child(case: int, impl: str, rounds: int) -> None:
@@ -225,7 +235,7 @@ def main() -> None:
         return
     # Each figure comes from processes of its own: large frames leave the allocator in a state
     # that favours or penalises whichever reader runs next in the same process.
-    print(f"{'case':<50} {'recv only':>13} {'old':>13} {'new':>13} {'new/old':>8}")
+    print(f"{'case':<50} {'recv only':>13} {'old':>13} {'new':>13} {'zeroed':>13} {'new/old':>8} {'new/zeroed':>10}")
     for i, (name, _, n, _) in enumerate(CASES):
         best = {k: float("inf") for k in IMPLS}
         for _ in range(args.procs):
@@ -237,7 +247,8 @@ def main() -> None:
         for k in IMPLS:
             per = best[k] / n
             cols.append(f"{per * 1e9:>7,.0f} ns/fr" if per < 1e-4 else f"{per * 1e6:>7,.0f} us/fr")
-        print(f"{name:<50} {cols[0]:>13} {cols[1]:>13} {cols[2]:>13} {best['new'] / best['old']:>8.3f}", flush=True)
+        print(f"{name:<50} {cols[0]:>13} {cols[1]:>13} {cols[2]:>13} {cols[3]:>13} {best['new'] / best['old']:>8.3f} "
+              f"{best['new'] / best['zeroed']:>10.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,12 @@ from tests.kafkaproc import ApacheKafka, JarsMissing, kafka_classpath  # noqa: E
 
 REPO = Path(__file__).resolve().parents[1]
 PERF = REPO / "compat/node-rdkafka/node_modules/node-rdkafka/deps/librdkafka/examples/rdkafka_performance"
+# Debian's libjemalloc2 (scripts/install-deps.sh): the consume rows run a second time with the
+# client on it. librdkafka's fetch thread allocates each message and the application thread
+# frees it; on glibc's malloc the two contend for one arena's lock, the more so the sooner the
+# broker answers (perf: __lll_lock_wait_private under calloc and _int_free), so the glibc rows
+# measure the client as much as the broker.
+JEMALLOC = Path("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2")
 
 
 def rss_mib(pid: int) -> float:
@@ -195,8 +201,9 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int = 1, config: dic
 RATE = re.compile(r"(\d+) msgs/s")
 
 
-def perf(args: list[str], timeout: float = 600) -> str:
-    proc = subprocess.run([str(PERF), *args], capture_output=True, text=True, timeout=timeout)
+def perf(args: list[str], timeout: float = 600, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run([str(PERF), *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env} if env else None)
     if proc.returncode != 0:
         raise SystemExit(f"rdkafka_performance {' '.join(args)} failed ({proc.returncode}): {proc.stderr[-800:]}")
     return proc.stdout + proc.stderr
@@ -214,9 +221,9 @@ def produce(bootstrap: str, topic: str, size: int, count: int, acks: int, linger
     return float(RATE.findall(last)[-1])
 
 
-def consume(bootstrap: str, topic: str, count: int) -> float:
+def consume(bootstrap: str, topic: str, count: int, env: dict[str, str] | None = None) -> float:
     out = perf(["-C", "-t", topic, "-p", "0", "-b", bootstrap, "-o", "beginning", "-c", str(count), "-q",
-                "-X", "fetch.queue.backoff.ms=10"])
+                "-X", "fetch.queue.backoff.ms=10"], env=env)
     last = [ln for ln in out.splitlines() if "consumed" in ln][-1]
     return float(RATE.findall(last)[-1])
 
@@ -294,6 +301,25 @@ def mock_round(quick: bool) -> dict[str, float]:
             "produce 1 KiB acks=all, 1 part. rec/s": produce("", "m1k", 1024, n1k, -1, extra=mock)}
 
 
+def file_write_ceiling(workdir: Path, nbytes: int) -> float:
+    """Bytes/s of the simplest possible log append: 1 MiB pwrites into a new file (no fsync,
+    as both brokers), in the file system the brokers write to. The mock broker writes nothing;
+    any broker that keeps the records (Kafka's FileChannel.write, Samsa's pwrite) copies each
+    byte into the page cache, which this machine does at a rate well below its memcpy."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "write-ceiling.bin"
+    chunk = os.urandom(1 << 20)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    try:
+        t0 = time.perf_counter()
+        for pos in range(0, nbytes, len(chunk)):
+            os.pwrite(fd, chunk, pos)
+        return nbytes / (time.perf_counter() - t0)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
 def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, float]:
     n100, n1k = (300_000, 100_000) if quick else (2_000_000, 500_000)
     row: dict[str, float] = {}
@@ -310,6 +336,10 @@ def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, floa
                 row[f"produce 1 KiB acks=all, {parts} part. rec/s"] = produce(b, f"p1k-{parts}", 1024, n1k, -1)
             row["consume 100 B rec/s"] = consume(b, "p100-1", n100)
             row["consume 1 KiB rec/s"] = consume(b, "p1k-1", n1k)
+            if JEMALLOC.exists():
+                je = {"LD_PRELOAD": str(JEMALLOC)}
+                row["consume 100 B, client on jemalloc rec/s"] = consume(b, "p100-1", n100, je)
+                row["consume 1 KiB, client on jemalloc rec/s"] = consume(b, "p1k-1", n1k, je)
             create(b, "e2e", 1)
             p50, p99, p999 = end_to_end(b, "e2e", 10_000, 5 if quick else 15, workdir)
             row["e2e p50 ms"], row["e2e p99 ms"], row["e2e p99.9 ms"] = p50, p99, p999
@@ -438,7 +468,7 @@ def main() -> None:
         cp39 = kafka_classpath("kafka39") if args.only != "one" else ""
     except JarsMissing as e:
         raise SystemExit(f"vs_kafka: Kafka's jars are missing: {e}") from None
-    rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}, "mock": {}}
+    rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}, "mock": {}, "machine": {}}
     base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     zk_proc = None
     try:
@@ -451,12 +481,14 @@ def main() -> None:
                     _record(rows[name], one_round(side, cp, d, args.quick))
                 print(f"==> round {r + 1}: librdkafka's mock broker", flush=True)
                 _record(rows["mock"], mock_round(args.quick))
+                _record(rows["machine"], {CEILING: file_write_ceiling(base / "ceiling", 500 << 20) / 2**20})
         if args.only != "one":
             zk_proc, zk = start_zookeeper(base / "zk")
             for r in range(args.rounds):
                 for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
                     print(f"==> round {r + 1}: {name}, 3 brokers (Kafka 3.9 on ZooKeeper)", flush=True)
                     _record(rows[name], cluster_round(Cluster(name, base / f"{name}-c{r}", zk, cp39), args.quick))
+                _record(rows["machine"], {CEILING: file_write_ceiling(base / "ceiling", 500 << 20) / 2**20})
     finally:
         if zk_proc is not None:
             zk_proc.terminate()
@@ -475,8 +507,32 @@ def main() -> None:
         for k, v in rows["mock"].items():
             s, m = statistics.median(rows["samsa"][k]), statistics.median(v)
             print(f"{k:52} {s:>14,.2f} {m:>14,.2f} {s / m:>7.2f}")
+    if rows["machine"]:
+        _print_ceiling(rows)
     print(f"\nmachine: {os.cpu_count()} cores; librdkafka 2.12 rdkafka_performance; Kafka 4.4.0 (KRaft, 1 GiB heap); "
           "Kafka 3.9.2 (ZooKeeper, 1 GiB heap each); no fsync per write on either side")
+
+
+CEILING = "file write ceiling MiB/s"
+
+
+def _print_ceiling(rows: dict[str, dict[str, list[float]]]) -> None:
+    """Each rate that writes 1 KiB records, against what this machine's page cache takes."""
+    ceiling = statistics.median(rows["machine"][CEILING])
+    print(f"\nthis machine's file write ceiling (500 MiB in 1 MiB pwrites into a new file, median of "
+          f"{len(rows['machine'][CEILING])}): {ceiling:,.0f} MiB/s = {ceiling * 1024:,.0f} records/s of 1 KiB "
+          "(record overhead not counted), the bound on any broker that writes what it receives;")
+    writes = [("the mock broker (writes nothing)", "mock", "produce 1 KiB acks=all, 1 part. rec/s", 1),
+              ("Samsa", "samsa", "produce 1 KiB acks=all, 1 part. rec/s", 1),
+              ("Kafka", "kafka", "produce 1 KiB acks=all, 1 part. rec/s", 1),
+              ("Samsa, 3 brokers, RF=1", "samsa", "3 brokers: 1 KiB acks=1 RF=1 rec/s", 1),
+              ("Samsa, 3 brokers, RF=3 (3 copies written)", "samsa", "3 brokers: 1 KiB acks=all RF=3 rec/s", 3),
+              ("Kafka 3.9, 3 brokers, RF=3 (3 copies written)", "kafka", "3 brokers: 1 KiB acks=all RF=3 rec/s", 3)]
+    for what, side, k, copies in writes:
+        if k in rows[side]:
+            rate = statistics.median(rows[side][k])
+            print(f"  {what}: {rate * copies / 1024:,.0f} MiB/s written, {rate * copies / (ceiling * 1024):.2f} "
+                  "of the ceiling")
 
 
 def _record(into: dict[str, list[float]], row: dict[str, float]) -> None:

@@ -19,12 +19,14 @@ from samsa.config_defs import (
     BROKER_DEF_LIST,
     BROKER_DEFS,
     KAFKA_CONFIG_TYPE,
+    KAFKA_DYNAMIC_BROKER_CONFIGS,
     TOPIC_DEF_LIST,
     TOPIC_DEFS,
     UNUSED_MARK,
     ConfigDef,
     broker_synonyms,
     precedence_group,
+    split_host_port,
 )
 
 __all__ = [
@@ -457,6 +459,11 @@ class BrokerConfig:
     def listeners(self) -> list[Listener]:
         return _parse_listeners("listeners", self.get("listeners") or "")
 
+    def prometheus_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the metrics endpoint (`prometheus.listener`), None when unset."""
+        raw = self.get("prometheus.listener")
+        return split_host_port(raw) if raw else None
+
     def advertised_listeners(self) -> list[Listener]:
         """Advertised listeners, falling back to `listeners`; a wildcard host becomes `hostname`."""
         raw = self.get("advertised.listeners")
@@ -566,7 +573,7 @@ class BrokerConfig:
             entries.append(ConfigEntry(
                 name=name, value=None if d.sensitive else value,
                 source=synonyms[0][2] if synonyms else DEFAULT_CONFIG,
-                read_only=not d.dynamic, sensitive=d.sensitive,
+                read_only=not (d.dynamic or name in KAFKA_DYNAMIC_BROKER_CONFIGS), sensitive=d.sensitive,
                 synonyms=synonyms if include_synonyms else [],
                 type=KAFKA_CONFIG_TYPE[d.type], doc=d.doc if include_docs else None))
         if not default_resource:  # a listener's own dynamic TLS stores (listener.name.<l>.ssl.*)
@@ -575,8 +582,8 @@ class BrokerConfig:
                     continue
                 d = BROKER_DEFS[listener_key(name)[1]]  # type: ignore[index]
                 value = None if d.sensitive else self._dyn_broker[name]
-                entries.append(ConfigEntry(
-                    name=name, value=value, source=DYNAMIC_BROKER_CONFIG, read_only=False, sensitive=d.sensitive,
+                entries.append(ConfigEntry(  # (read-only to Kafka: the prefixed name is none of its dynamic keys)
+                    name=name, value=value, source=DYNAMIC_BROKER_CONFIG, read_only=True, sensitive=d.sensitive,
                     synonyms=[(name, value, DYNAMIC_BROKER_CONFIG)] if include_synonyms else [],
                     type=KAFKA_CONFIG_TYPE[d.type], doc=d.doc if include_docs else None))
         return entries
@@ -597,6 +604,9 @@ def _check_dynamic(keys: Iterable[str]) -> None:
         d = BROKER_DEFS.get(k)
         if d is None:
             raise ConfigError(f"unknown broker config {k!r}")
+        if not d.dynamic and k in KAFKA_DYNAMIC_BROKER_CONFIGS:
+            raise ConfigError(f"{k} cannot be changed at runtime in Samsa (Kafka can); set it in the config file "
+                              "and restart")
         if not d.dynamic:
             raise ConfigError(f"{k} cannot be changed at runtime; set it in the config file and restart")
 

@@ -89,6 +89,25 @@ class HostCounts(Validator):
         return None
 
 
+def split_host_port(value: str) -> tuple[str, int] | None:
+    """`HOST:PORT` as (host, port); HOST may be empty (every interface) or an IPv6 address in
+    brackets. None when the value is not of that form."""
+    m = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^:\[\]\s]*):([0-9]{1,5})", value.strip())
+    if not m or int(m.group(2)) > 65535:
+        return None
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+@dataclass(frozen=True)
+class HostPort(Validator):
+    """A `HOST:PORT` socket address (empty: unset)."""
+
+    def problem(self, value: Any) -> str | None:
+        if not value or split_host_port(str(value)) is not None:
+            return None
+        return "expected HOST:PORT, e.g. 127.0.0.1:9404 (an empty HOST listens on every interface)"
+
+
 def at_least(lo: float) -> Range:
     return Range(lo, None)
 
@@ -111,9 +130,48 @@ class ConfigDef:
     default: Any
     doc: str
     validator: Validator | None = None
-    dynamic: bool = False
+    dynamic: bool = False  # Samsa changes it at runtime (a dynamic broker config)
     sensitive: bool = False
     synonyms: tuple[str, ...] = ()  # topic defs: broker keys supplying the default, highest precedence first
+
+
+# The broker keys Kafka can change at runtime: Kafka 3.9's DynamicBrokerConfig.AllDynamicConfigs
+# (ZooKeeper mode, the Kafka Samsa follows), per-broker and cluster-wide alike. Kafka's
+# DescribeConfigs says read_only false for exactly these names (not for their listener-prefixed
+# forms) and true for every other key, and so does Samsa's. Samsa changes most of them at runtime
+# too (`dynamic=True` below); a few it reports as Kafka does but refuses to change while running
+# (the listeners, SASL and TLS settings other than a listener's own key and trust stores:
+# `samsa.config._check_dynamic` says so). A key Samsa changes at runtime that Kafka 3.9 does
+# not (the replication throttles, dynamic in Kafka 4) is reported with read_only false too.
+# tests/compat/test_vs_kafka_configs.py keeps this list equal to Kafka 3.9's own.
+KAFKA_DYNAMIC_BROKER_CONFIGS = frozenset({
+    "advertised.listeners", "background.threads", "compression.gzip.level", "compression.lz4.level",
+    "compression.type", "compression.zstd.level", "listener.security.protocol.map", "listeners",
+    "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size", "log.cleaner.delete.retention.ms",
+    "log.cleaner.io.buffer.load.factor", "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
+    "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio", "log.cleaner.min.compaction.lag.ms",
+    "log.cleaner.threads", "log.cleanup.policy", "log.flush.interval.messages", "log.flush.interval.ms",
+    "log.index.interval.bytes", "log.index.size.max.bytes", "log.local.retention.bytes", "log.local.retention.ms",
+    "log.message.downconversion.enable", "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
+    "log.message.timestamp.difference.max.ms", "log.message.timestamp.type", "log.preallocate",
+    "log.retention.bytes", "log.retention.ms", "log.roll.jitter.ms", "log.roll.ms", "log.segment.bytes",
+    "log.segment.delete.delay.ms", "max.connection.creation.rate", "max.connections", "max.connections.per.ip",
+    "max.connections.per.ip.overrides", "message.max.bytes", "metric.reporters", "min.insync.replicas",
+    "num.io.threads", "num.network.threads", "num.recovery.threads.per.data.dir", "num.replica.fetchers",
+    "principal.builder.class", "producer.id.expiration.ms", "remote.fetch.max.wait.ms",
+    "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copy.max.bytes.per.second",
+    "remote.log.manager.fetch.max.bytes.per.second", "sasl.enabled.mechanisms", "sasl.jaas.config",
+    "sasl.kerberos.kinit.cmd", "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+    "sasl.kerberos.service.name", "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.login.refresh.buffer.seconds", "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.mechanism.inter.broker.protocol", "ssl.cipher.suites",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.endpoint.identification.algorithm", "ssl.engine.factory.class",
+    "ssl.key.password", "ssl.keymanager.algorithm", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.keystore.location", "ssl.keystore.password", "ssl.keystore.type", "ssl.protocol", "ssl.provider",
+    "ssl.secure.random.implementation", "ssl.trustmanager.algorithm", "ssl.truststore.certificates",
+    "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
+    "transaction.partition.verification.enable", "unclean.leader.election.enable",
+})
 
 
 def _b(name: str, type: ConfigType, default: Any, doc: str, validator: Validator | None = None,
@@ -132,6 +190,9 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("listeners", "string", "PLAINTEXT://:9092",
        "Comma-separated NAME://host:port sockets to listen on; empty host means all interfaces."),
     _b("advertised.listeners", "string", None, "Listeners handed to clients in metadata; defaults to listeners."),
+    _b("prometheus.listener", "string", None,
+       "Samsa extension: HOST:PORT where the broker serves its metrics in Prometheus' text format at GET /metrics "
+       "(docs/metrics.md); unset, no metrics endpoint.", HostPort()),
     _b("listener.security.protocol.map", "string",
        "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
        "Security protocol of each listener name, as NAME:PROTOCOL pairs."),
@@ -140,8 +201,14 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        "Listener (named as its protocol) used between brokers when inter.broker.listener.name is unset.",
        OneOf(("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"))),
     _b("socket.request.max.bytes", "int", 104857600, "Largest request the broker will read.", at_least(1)),
-    _b("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for client sockets; -1 keeps the OS default."),
-    _b("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF for client sockets; -1 keeps the OS default."),
+    # Kafka's default for both is 102400. Samsa's is -1: Linux's autotuned buffers took 1 KiB
+    # acks=all produce from 572k to 700k records/s on loopback (bench/produce_cpu.py, medians).
+    _b("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF for client sockets (Kafka's default); -1 keeps the "
+       "OS's, autotuned (a librdkafka consumer of 100 B records read 10-40% slower with it, bench/RESULTS.md).",
+       at_least(-1)),
+    _b("socket.receive.buffer.bytes", "int", -1, "SO_RCVBUF for client sockets; -1 keeps the OS's, autotuned "
+       "(Kafka's default is 102400, with which 1 KiB acks=all produce was 20% slower, bench/RESULTS.md).",
+       at_least(-1)),
     _b("socket.listen.backlog.size", "int", 50, "Pending-connection backlog of each listening socket.", at_least(1)),
     _b("num.network.threads", "int", 3, "Network threads." + _UNUSED, at_least(1), dynamic=True),
     _b("num.io.threads", "int", 8, "Request handler threads." + _UNUSED, at_least(1), dynamic=True),
@@ -282,20 +349,29 @@ BROKER_DEF_LIST: list[ConfigDef] = [
        dynamic=True),
     _b("log.cleanup.policy", "list", ["delete"], "Default cleanup policy: delete, compact or both.",
        ListOf(CLEANUP_POLICIES), dynamic=True),
-    _b("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics." + _UNUSED),
-    _b("log.cleaner.threads", "int", 1, "Log cleaner threads." + _UNUSED, at_least(0), dynamic=True),
-    _b("log.cleaner.delete.retention.ms", "long", 86400000, "How long compaction keeps tombstones." + _UNUSED,
-       at_least(0),
+    _b("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics."),
+    _b("log.cleaner.threads", "int", 1, "Logs cleaned at once, each in a worker thread.", at_least(0), dynamic=True),
+    _b("log.cleaner.delete.retention.ms", "long", 86400000,
+       "How long a tombstone (and a transaction marker) stays after its batch was first cleaned.", at_least(0),
        dynamic=True),
-    _b("log.cleaner.min.compaction.lag.ms", "long", 0, "Youngest message age eligible for compaction." + _UNUSED,
-       at_least(0),
+    _b("log.cleaner.min.compaction.lag.ms", "long", 0, "Youngest record age eligible for compaction.", at_least(0),
        dynamic=True),
-    _b("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Oldest uncompacted message age allowed." + _UNUSED,
-       at_least(1),
+    _b("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX,
+       "Oldest age a record may reach uncompacted: such a log is cleaned whatever its dirty ratio.", at_least(1),
        dynamic=True),
-    _b("log.cleaner.backoff.ms", "long", 15000, "How often the cleaner looks for logs to compact.", at_least(0)),
+    _b("log.cleaner.backoff.ms", "long", 15000, "How often the cleaner looks for logs to compact.", at_least(0),
+       dynamic=True),
     _b("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty fraction of a log that triggers compaction.",
        between(0, 1), dynamic=True),
+    _b("log.cleaner.dedupe.buffer.size", "long", 134217728,
+       "Memory for the cleaners' offset maps (key hash -> latest offset), shared by the threads.",
+       at_least(1 << 20), dynamic=True),
+    _b("log.cleaner.io.buffer.load.factor", "double", 0.9, "How full an offset map may get before a clean stops "
+       "at the segment it reached (the rest is cleaned next time).", between(0.1, 0.95), dynamic=True),
+    _b("log.cleaner.io.buffer.size", "int", 524288,
+       "Memory for the cleaners' read and write buffers, shared by the threads.", at_least(1024), dynamic=True),
+    _b("log.cleaner.io.max.bytes.per.second", "double", 1.7976931348623157e308,
+       "Bytes read plus written per second by all cleaner threads together.", at_least(1), dynamic=True),
     _b("log.preallocate", "boolean", False, "Preallocate segment files." + _UNUSED, dynamic=True),
     _b("num.recovery.threads.per.data.dir", "int", 1,
        "Threads per data dir that open the logs at startup (recovering them after an unclean stop) and flush them at "
@@ -341,8 +417,8 @@ BROKER_DEF_LIST: list[ConfigDef] = [
     _b("leader.replication.throttled.rate", "long", LONG_MAX,
        "Bytes/s throttled replicas may fetch from this broker's leaders." + _UNUSED, at_least(0), dynamic=True),
     _b("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
-       "Bytes/s of replicas moving between this broker's log dirs (Samsa moves none: AlterReplicaLogDirs is not "
-       "served)." + _UNUSED, at_least(0), dynamic=True),
+       "Bytes/s that replicas moving between this broker's log dirs (AlterReplicaLogDirs) copy, all together.",
+       at_least(0), dynamic=True),
     _b("replica.fetch.response.max.bytes", "int", 10485760, "Bytes per replica fetch response.", at_least(0)),
     _b("replica.fetch.wait.max.ms", "int", 500, "Longest a replica fetch waits for data.", at_least(0)),
     _b("replica.fetch.backoff.ms", "int", 1000, "Pause after a failed replica fetch." + _UNUSED, at_least(0)),

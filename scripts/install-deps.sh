@@ -6,8 +6,11 @@
 #                    (librdkafka 2.0.x, for tests/compat), zookeeper (3.8, for the cluster tests),
 #                    chromium (the dashboard's browser test), e2fsprogs + mount (mkfs.ext4 and
 #                    losetup: the failing-disk tests), nodejs + npm (only if `node` is
-#                    missing), python3-venv (only if a venv must be made with Debian's python)
+#                    missing), python3-venv (only if a venv must be made with Debian's python),
+#                    libjemalloc2 (bench/vs_kafka.py runs librdkafka's consumer on it too),
+#                    prometheus (its promtool lints the broker's /metrics in a test)
 #   C:               gcc, libc6-dev (and python3-dev for Debian's python): the compiled record walker
+#                    and the log cleaner's offset map
 #   Python:          .venv with python >= 3.11, then `pip install -e '.[pipeline]'` (the demo:
 #                    PySpark, DuckDB) or, for the tests, `pip install -e '.[test,pipeline]'`
 #   Java:            maven + openjdk-17-jdk-headless (only if mvn or javac is missing), then
@@ -72,6 +75,12 @@ if [ "$TEST_DEPS" = 1 ]; then
     apt_install kcat zookeeper openjdk-17-jre-headless chromium fonts-dejavu-core
     # the failing-disk tests: an ext4 file system on a loop device (tests/failing_disk.py)
     apt_install e2fsprogs mount
+    # ss: the socket buffer test reads the broker's sockets' sizes (tests/broker/test_socket_buffers.py)
+    apt_install iproute2
+    # bench/vs_kafka.py: the consume rows again with the C client on jemalloc (see there)
+    apt_install libjemalloc2
+    # promtool (tests/broker/test_metrics.py lints /metrics with it; the server is not started)
+    apt_install prometheus
     # a JDK and Maven: Kafka's own Java client and tools for tests/compat (jars below)
     if command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1; then
         step "java: $(javac -version 2>&1) and mvn already present"
@@ -113,7 +122,8 @@ else
     "$PY" -m venv .venv
 fi
 
-# The Produce validator's record walker is C (samsa/protocol/_recwalk.c), compiled by pip below:
+# The Produce validator's record walker and the cleaner's offset map are C (samsa/protocol/_recwalk.c,
+# samsa/storage/_cleaner.c), compiled by pip below:
 # a compiler, the C library's headers and Python's.
 apt_install gcc libc6-dev
 PYINC="$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
@@ -132,6 +142,11 @@ if .venv/bin/python -c 'import samsa.protocol._recwalk' 2>/dev/null; then
     step "native: the record walker is compiled"
 else
     echo "install-deps: samsa/protocol/_recwalk.c did not compile; Produce validation will run in Python (slower)" >&2
+fi
+if .venv/bin/python -c 'import samsa.storage._cleaner' 2>/dev/null; then
+    step "native: the log cleaner's offset map is compiled"
+else
+    echo "install-deps: samsa/storage/_cleaner.c did not compile; compaction will run in Python (slower)" >&2
 fi
 # Byte-compile now: start-up time matters and PYTHONDONTWRITEBYTECODE may be set.
 step "python: byte-compiling samsa"

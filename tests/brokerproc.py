@@ -27,12 +27,13 @@ class BrokerProcess:
     """
 
     def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, port: int | None = None,
-                 host: str = "127.0.0.1", wrap: Sequence[str] = ()):
+                 host: str = "127.0.0.1", wrap: Sequence[str] = (), args: Sequence[str] = ()):
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
         self.host = host
         self.wrap = list(wrap)
+        self.args = list(args)  # more `samsa broker start` arguments (e.g. --request-log)
         self.log_dir = workdir / "data"
         self.config_path = workdir / "server.properties"
         self.log_path = workdir / "broker.log"
@@ -55,7 +56,7 @@ class BrokerProcess:
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [*self.wrap, sys.executable, "-m", "samsa", "broker", "start", str(self.config_path)],
+            [*self.wrap, sys.executable, "-m", "samsa", "broker", "start", str(self.config_path), *self.args],
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -100,3 +100,15 @@ def kafka_connector(spark: Any) -> Any:
             pytest.fail(f"{why} (and SAMSA_REQUIRE_JAVA is set)")
         pytest.skip(f"{why}: run scripts/install-deps.sh (SAMSA_REQUIRE_JAVA=1 makes this a failure)")
     return spark
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    from tests import outcomes
+
+    outcomes.record(report)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    from tests import outcomes
+
+    outcomes.collected(items)

@@ -90,7 +90,10 @@ class ApacheKafka:
         self.proc: subprocess.Popen[bytes] | None = None
         if zookeeper is not None:
             return
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        # (Kafka's Uuid.randomUuid never starts with '-': the tool's parser would take it for an option)
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         fmt = subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c",
                               str(self.config), "--standalone"], capture_output=True, text=True, timeout=300)
         if fmt.returncode != 0:

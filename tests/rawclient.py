@@ -44,10 +44,19 @@ class RawClient:
         return bytes(buf)
 
     def request(self, api_key: int, version: int, body: Any) -> Msg:
+        return self.receive(api_key, version, self.send(api_key, version, body))
+
+    def send(self, api_key: int, version: int, body: Any) -> int:
+        """Send a request without waiting for its answer (for one a broker holds, like a
+        JoinGroup during a rebalance): its correlation id, for `receive`."""
         self.correlation_id += 1
         self.send_bytes(bytes(encode_request(api_key, version, self.correlation_id, self.client_id, body)))
+        return self.correlation_id
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> Msg:
+        """The answer to the request `send` returned `correlation_id` for (answers come in order)."""
         cid, msg = decode_response(api_key, version, self.read_frame())
-        assert cid == self.correlation_id
+        assert cid == correlation_id, (cid, correlation_id)
         return msg
 
     def is_closed_by_peer(self, timeout: float = 5.0) -> bool:

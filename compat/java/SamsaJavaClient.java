@@ -56,6 +56,7 @@ public final class SamsaJavaClient {
             "produce-consume", JavaClientData::produceConsume,
             "group-rebalance", JavaClientData::groupRebalance,
             "admin", JavaClientAdmin::admin,
+            "admin-diff", JavaAdminDiff::run,
             "produce-one", JavaClientData::produceOne);
 
     public static void main(String[] args) {

@@ -24,6 +24,8 @@ def run(argv: list[str]) -> int:
     start.add_argument("--override", action="append", metavar="KEY=VALUE", default=[],
                        help="set a config key, beating the file (repeatable)")
     start.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    start.add_argument("--request-log", action="store_true",
+                       help="log every request as it arrives: API, version, client (Kafka's kafka.request.logger)")
     args = parser.parse_args(argv)
 
     from samsa.config import BrokerConfig, ConfigError
@@ -35,6 +37,8 @@ def run(argv: list[str]) -> int:
     except OSError as e:
         raise CliError(f"cannot read config {args.config}: {e.strerror}") from None
     setup_logging(args.log_level)
+    if args.request_log:
+        logging.getLogger("samsa.request.logger").setLevel(logging.DEBUG)
     log = logging.getLogger("samsa.broker")
     for key in config.unknown_keys():
         log.warning("unknown config key %s is ignored", key)

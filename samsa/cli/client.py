@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from samsa.cli.common import CliError
+from samsa.cli.common import CliError, check_bootstrap, stdout_closed
 from samsa.protocol.client_security import SECURITY_KEYS as _SECURITY_KEYS
 
 # How long a tool waits for the cluster (first metadata, admin calls) before giving up.
@@ -231,6 +231,7 @@ def client_config(bootstrap: str | None, props: dict[str, str], errors: ClientEr
         conf["bootstrap.servers"] = bootstrap
     if not conf.get("bootstrap.servers"):
         raise CliError("no bootstrap server given (use --bootstrap-server)", exit_code=2)
+    check_bootstrap(str(conf["bootstrap.servers"]))
     conf["error_cb"] = errors
     conf["logger"] = errors.logger
     return conf
@@ -321,7 +322,8 @@ def _exception_text(e: BaseException) -> str:
 
 def one_line_errors(run: Callable[[list[str]], int]) -> Callable[[list[str]], int]:
     """Decorate a tool's `run`: any unexpected failure is reported as one line, not a traceback
-    (set SAMSA_DEBUG=1 to see the traceback)."""
+    (set SAMSA_DEBUG=1 to see the traceback). A write to a closed stdout is not a failure: it goes
+    up to `samsa.cli.main`, which ends the tool quietly."""
 
     @functools.wraps(run)
     def wrapper(argv: list[str]) -> int:
@@ -329,6 +331,11 @@ def one_line_errors(run: Callable[[list[str]], int]) -> Callable[[list[str]], in
             return run(argv)
         except (CliError, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            if stdout_closed():  # `samsa TOOL | head -1`: samsa.cli.main ends the tool quietly
+                raise
+            raise CliError("unexpected BrokenPipeError: a connection closed while writing to it "
+                           "(set SAMSA_DEBUG=1 for details)") from None
         except KafkaException as e:
             raise CliError(_exception_text(e)) from None
         except Exception as e:  # noqa: BLE001 - the point is to never show a traceback

@@ -11,7 +11,6 @@ of N messages" goes to stderr.
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 import sys
 import time
@@ -29,7 +28,7 @@ from confluent_kafka import (
 )
 
 from samsa.cli import client as cl
-from samsa.cli.common import ArgumentParser, CliError, parse_properties
+from samsa.cli.common import ArgumentParser, CliError, discard_stdout, parse_properties
 
 
 def build_parser() -> ArgumentParser:
@@ -353,10 +352,10 @@ def _consume(consumer: Consumer, formatter: Formatter, a: Any, timeout_s: float 
                 break
         progress.count += len(chunks)  # counted before printing, as Kafka does
         if not _write(out, chunks):
+            # Kafka's words, and its exit status: 0, the reader having had what it wanted.
             print("Unable to write to standard out, closing consumer.", file=sys.stderr)
-            # Nobody reads stdout any more: point it at /dev/null so the exit-time flush is quiet.
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 1
+            discard_stdout()  # so that the exit-time flush is quiet
+            return 0
         if timeout_s is not None and not batch and now - last >= timeout_s:
             break
     return 0

@@ -21,9 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from samsa.cli.common import ArgumentParser, CliError
+from samsa.cli.common import ArgumentParser, CliError, check_bootstrap
 from samsa.pipeline import contract
 
+HTTP_PORT, BROKER_PORT = 8050, 9092  # the defaults, as in README and run.sh
+# How long the demo's broker keeps the readings and results (log.retention.ms): a day.
+RETENTION_MS = 86_400_000
 PARTITIONS = {contract.READINGS: 2, contract.DLQ: 1, contract.AGGREGATES: 2, contract.ALERTS: 1, contract.STATUS: 1,
               contract.RAW_HTTP: 1}
 
@@ -41,10 +44,14 @@ def command_name() -> str:
     return argv0 if relative.startswith("..") else relative
 
 
-def port_free(port: int) -> bool:
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a server could listen on host:port now. Bound with SO_REUSEADDR, as the broker and
+    the dashboard bind: a connection of an earlier run lingering in TIME_WAIT (a browser was
+    attached) does not make the port taken."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", port))
+            s.bind((host, port))
         except OSError:
             return False
     return True
@@ -54,6 +61,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def choose_port(requested: int | None, default: int, what: str, flag: str) -> int:
+    """The port `what` listens on. One the user asked for (`requested`) is used or refused, never
+    swapped for another; the default falls back to a free port when taken, and says so."""
+    if requested is not None:
+        if not port_free(requested):
+            raise CliError(f"the {what} cannot listen on 127.0.0.1:{requested} ({flag}): the port is in use; "
+                           f"stop what listens there or pass another {flag}")
+        return requested
+    if port_free(default):
+        return default
+    port = free_port()
+    say(f"port {default} (the {what}'s default) is in use: the {what} takes port {port} instead "
+        f"({flag} chooses one)")
+    return port
 
 
 class EmbeddedBroker:
@@ -69,12 +92,17 @@ class EmbeddedBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def properties(self) -> dict[str, str]:
+        """The broker's config: Kafka's broker keys (a topic-level key such as retention.ms
+        would be logged as unknown and ignored)."""
+        return {"broker.id": "0", "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                "log.dirs": str(self.data_dir / "broker-data"), "num.partitions": "2",
+                "offsets.topic.num.partitions": "4", "auto.create.topics.enable": "true",
+                "log.retention.ms": str(RETENTION_MS)}
+
     def start(self, timeout: float = 30.0) -> None:
         config = self.data_dir / "broker.properties"
-        config.write_text("\n".join([
-            "node.id=0", f"listeners=PLAINTEXT://127.0.0.1:{self.port}", f"log.dirs={self.data_dir / 'broker-data'}",
-            "num.partitions=2", "offsets.topic.num.partitions=4", "auto.create.topics.enable=true",
-            "retention.ms=86400000", ""]))
+        config.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "samsa", "broker", "start", str(config)],
                                      stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -82,13 +110,23 @@ class EmbeddedBroker:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise CliError(f"the broker exited with code {self.proc.returncode}; see {self.log_path}")
+                raise CliError(f"the broker exited with code {self.proc.returncode}: {self.last_error()} "
+                               f"(its log: {self.log_path})")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
                 return
             except OSError:
                 time.sleep(0.05)
         raise CliError(f"the broker did not listen on {self.bootstrap} within {timeout:.0f} s; see {self.log_path}")
+
+    def last_error(self) -> str:
+        """The broker's own one-line error (`samsa broker: error: ...`), else its last log line."""
+        try:
+            lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return "no log"
+        errors = [line.removeprefix("samsa broker: error: ") for line in lines if line.startswith("samsa broker:")]
+        return errors[-1] if errors else (lines[-1] if lines else "no log")
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -120,11 +158,14 @@ def run(argv: list[str]) -> int:
     ap.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     ap.add_argument("--data-dir", default="samsa-demo",
                     help="broker data, parquet and checkpoints (default: ./samsa-demo)")
-    ap.add_argument("--http-port", type=int, default=8050, help="dashboard port (default: 8050)")
+    ap.add_argument("--http-port", type=int, default=None,
+                    help=f"the dashboard's port; if taken, the demo stops (default: {HTTP_PORT}, or a free port if "
+                         "that one is taken)")
     ap.add_argument("--rate", type=float, default=2000, help="simulated sensor readings per second (default: 2000)")
     ap.add_argument("--sensors", type=int, default=50, help="simulated sensors (default: 50)")
-    ap.add_argument("--broker-port", type=int, default=9092,
-                    help="the embedded broker's port (default: 9092, or a free one if taken)")
+    ap.add_argument("--broker-port", type=int, default=None,
+                    help=f"the embedded broker's port; if taken, the demo stops (default: {BROKER_PORT}, or a free "
+                         "port if that one is taken)")
     ap.add_argument("--trigger", default="2 seconds", help="Spark micro-batch interval (default: 2 seconds)")
     ap.add_argument("--bootstrap-server", metavar="SERVER",
                     help="run against this cluster instead of starting a broker (its topics are created if missing)")
@@ -137,6 +178,8 @@ def run(argv: list[str]) -> int:
                     help="with --connector kafka: a directory of the connector's jars or a comma-separated list of "
                          "jar files (default: $SAMSA_SPARK_KAFKA_JARS, else build/jars/spark-kafka)")
     args = ap.parse_args(argv)
+    if args.bootstrap_server:
+        check_bootstrap(args.bootstrap_server)
     from samsa.pipeline.job import ConnectorJarsMissing, JobConfig, client_properties, session_jars
 
     try:
@@ -149,8 +192,15 @@ def run(argv: list[str]) -> int:
         raise CliError("--rate and --sensors must be positive")
     if args.duration is not None and args.duration <= 0:
         raise CliError("--duration must be positive")
-    if not port_free(args.http_port):
-        raise CliError(f"port {args.http_port} is in use: pass --http-port with a free port")
+    for flag, port in (("--http-port", args.http_port), ("--broker-port", args.broker_port)):
+        if port is not None and not 0 < port < 65536:
+            raise CliError(f"{flag} must be between 1 and 65535, got {port}", exit_code=2)
+    if args.bootstrap_server and args.broker_port is not None:
+        raise CliError("--broker-port is for the demo's own broker: leave it out with --bootstrap-server", exit_code=2)
+    # Ports before anything starts: one asked for is used or refused, a default may move (and says so).
+    args.http_port = choose_port(args.http_port, HTTP_PORT, "dashboard", "--http-port")
+    if not args.bootstrap_server:
+        args.broker_port = choose_port(args.broker_port, BROKER_PORT, "broker", "--broker-port")
     try:  # before anything starts: a missing connector is one line, not a half-started demo
         args.jars = session_jars(JobConfig(connector=args.connector, connector_jars=args.connector_jars))
     except ConnectorJarsMissing as e:
@@ -193,8 +243,7 @@ class Demo:
             say(f"using the cluster at {self.bootstrap}" + (f" ({props['security.protocol']})"
                                                              if "security.protocol" in props else ""))
         else:
-            port = self.args.broker_port if port_free(self.args.broker_port) else free_port()
-            broker = EmbeddedBroker(self.data, port)
+            broker = EmbeddedBroker(self.data, self.args.broker_port)
             say(f"starting the Samsa broker on {broker.bootstrap} (log: {broker.log_path})")
             broker.start()
             self.parts.append(("broker", broker.stop))
@@ -203,8 +252,14 @@ class Demo:
 
         from samsa.pipeline.dashboard import Dashboard
 
-        dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port, consumer_config=client)
-        dashboard.start()
+        # The job starts now and the demo watches it (it stops if the job fails): "starting" until
+        # its first status record, however long Spark takes; older records are an earlier run's.
+        dashboard = Dashboard(self.bootstrap, host="127.0.0.1", port=self.args.http_port, consumer_config=client,
+                              job_started_ms=time.time_ns() // 1_000_000, job_start_timeout_s=None)
+        try:
+            dashboard.start()
+        except OSError as e:  # taken since choose_port() looked
+            raise CliError(f"{e.strerror or e}: pass another --http-port") from None
         self.dashboard = dashboard
         self.parts.append(("dashboard", dashboard.stop))
         say(f"dashboard: {dashboard.url}")
@@ -260,8 +315,9 @@ class Demo:
             sent = int(stats["acked"])
             rate = (sent - last_sent) / (now - last_t)
             last_sent, last_t = sent, now
-            behind = self.dashboard.snapshot()["health"]["lag"]  # what the dashboard shows, computed once
-            lag = "starting" if behind is None else f"{behind:,}"
+            snap = self.dashboard.snapshot()  # what the dashboard shows, computed once
+            behind = snap["health"]["lag"]
+            lag = f"{behind:,}" if behind is not None else "starting" if snap["job"]["state"] == "starting" else "—"
             print(f"\ringest {rate:8,.0f} ev/s | job lag {lag:>9} | windows {self.job.writer.windows_written:,} | "
                   f"alerts {self.job.writer.alerts_sent:,} | {self.dashboard.url}  ", end="", flush=True)
             if deadline is not None and now >= deadline:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from samsa.cli import client as cl
-from samsa.cli.common import ArgumentParser, CliError, parse_properties
+from samsa.cli.common import ArgumentParser, CliError, check_bootstrap, parse_properties
 from samsa.pipeline.contract import RAW_HTTP, READINGS
 from samsa.pipeline.ingest.producer import DEFAULT_BOOTSTRAP, IngestError, IngestProducer
 
@@ -133,6 +133,7 @@ def build_parser() -> ArgumentParser:
 @cl.one_line_errors
 def run(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
+    check_bootstrap(a.bootstrap_server)
     source: Callable[[Any], int] = {"simulate": _simulate, "http": _http, "file": _file}[a.source]
     return source(a)
 

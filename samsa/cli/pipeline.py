@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from samsa.cli.common import ArgumentParser, CliError
+from samsa.cli.common import ArgumentParser, CliError, check_bootstrap
 
 
 def run(argv: list[str]) -> int:
@@ -36,6 +36,8 @@ def run(argv: list[str]) -> int:
     q.add_argument("--data-dir", default="samsa-pipeline-data", help="the job's --data-dir")
     q.add_argument("--format", choices=("table", "csv", "json"), default="table")
     args = ap.parse_args(argv)
+    if args.command == "run":
+        check_bootstrap(args.bootstrap_server)
     if args.command == "query":
         return query(Path(args.data_dir), args.sql, args.format)
     return run_job(args)

@@ -5,11 +5,14 @@ Actions (exactly one):
 * ``--generate --topics-to-move-json-file F --broker-list 0,1,2`` prints the current
   assignment of those topics and a proposal spreading them over the listed brokers
   (Kafka's replica assignment, rack aware unless ``--disable-rack-aware``).
-* ``--execute --reassignment-json-file F [--throttle B/s] [--additional]`` prints the current
-  assignment (to roll back with), optionally throttles the moving replicas, and submits the
-  reassignment to the controller.
-* ``--verify --reassignment-json-file F`` reports each partition's state; once every one is
-  complete it removes the throttles (unless ``--preserve-throttles``).
+* ``--execute --reassignment-json-file F [--throttle B/s] [--replica-alter-log-dirs-throttle B/s]
+  [--additional]`` prints the current assignment (to roll back with), optionally throttles the
+  moving replicas, submits the reassignment to the controller, then asks each broker to move
+  the replicas the file's ``log_dirs`` send to a log dir (AlterReplicaLogDirs; a replica not
+  on its broker yet is asked again until ``--timeout``).
+* ``--verify --reassignment-json-file F`` reports each partition's state, and each move between
+  log dirs (DescribeLogDirs); once every one is complete it removes the throttles (unless
+  ``--preserve-throttles``).
 * ``--cancel --reassignment-json-file F`` cancels those partitions' ongoing reassignments.
 * ``--list`` lists the ongoing reassignments.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +36,11 @@ from samsa.cli import client as cl
 from samsa.cli import reassign_plan as plan
 from samsa.cli.common import ArgumentParser, CliError
 from samsa.cli.controller_client import ControllerClient
+from samsa.protocol.errors import ErrorCode
 
 _ACTIONS = ("generate", "execute", "verify", "cancel", "list")
+ALTER_REPLICA_LOG_DIRS = 34
+DESCRIBE_LOG_DIRS = 35
 
 # Options each action accepts (beyond --bootstrap-server and --command-config), as Kafka's tool.
 _PERMITTED: dict[str, tuple[str, ...]] = {
@@ -91,7 +98,9 @@ def build_parser() -> ArgumentParser:
                    help="Limit replication between brokers to this many bytes/sec while the partitions move "
                    "(--execute). Run --verify until the move completes to remove the limit.")
     p.add_argument("--replica-alter-log-dirs-throttle", type=int, metavar="BYTES_PER_SEC",
-                   help="Accepted for compatibility; moves between log directories are not supported.")
+                   help="Limit the moves of replicas between the log dirs of a broker (\"log_dirs\" in the file) to "
+                   "this many bytes/sec on each moving broker (--execute). Run --verify until the moves complete "
+                   "to remove the limit.")
     p.add_argument("--timeout", type=int, metavar="MS", default=None,
                    help="How long to wait for the controller to accept the request, in ms (default 10000).")
     p.add_argument("--additional", action="store_true",
@@ -121,9 +130,8 @@ def check_args(p: ArgumentParser, a: argparse.Namespace) -> str:
             p.error(f'Option "{_flag(option)}" can\'t be used with action "--{action}"')
     if a.throttle is not None and a.throttle < 0:
         p.error("--throttle must be a non-negative number of bytes per second")
-    if a.replica_alter_log_dirs_throttle is not None and a.replica_alter_log_dirs_throttle >= 0:
-        p.error("--replica-alter-log-dirs-throttle is not supported: replicas cannot be moved between log "
-                "directories")
+    if a.replica_alter_log_dirs_throttle is not None and a.replica_alter_log_dirs_throttle < 0:
+        p.error("--replica-alter-log-dirs-throttle must be a non-negative number of bytes per second")
     if a.timeout is not None and a.timeout <= 0:
         p.error("--timeout must be a positive number of milliseconds")
     return action
@@ -156,13 +164,14 @@ def run(argv: list[str]) -> int:
     admin = cl.make_client(AdminClient, cl.client_config(a.bootstrap_server, props, errors))
     md = cl.wait_for_cluster(admin, errors, a.bootstrap_server)
     timeout = a.timeout / 1000.0 if a.timeout is not None else errors.timeout
-    tool = _Reassigner(admin, md, ControllerClient(admin, props, timeout), errors.timeout)
+    tool = _Reassigner(admin, md, ControllerClient(admin, props, timeout), errors.timeout, props, timeout)
     if action == "generate":
         assert topics is not None and brokers is not None
         tool.generate(topics, brokers, rack_aware=not a.disable_rack_aware)
     elif action == "execute":
         assert reassignment is not None
-        tool.execute(reassignment, a.throttle, a.additional, not a.disallow_replication_factor_change)
+        tool.execute(reassignment, a.throttle, a.replica_alter_log_dirs_throttle, a.additional,
+                     not a.disallow_replication_factor_change)
     elif action == "verify":
         assert reassignment is not None
         tool.verify(reassignment, a.preserve_throttles)
@@ -176,11 +185,14 @@ def run(argv: list[str]) -> int:
 
 
 class _Reassigner:
-    def __init__(self, admin: AdminClient, md: Any, controller: ControllerClient, timeout: float) -> None:
+    def __init__(self, admin: AdminClient, md: Any, controller: ControllerClient, timeout: float,
+                 props: dict[str, str] | None = None, move_timeout: float | None = None) -> None:
         self.admin = admin
         self.md = md
         self.controller = controller
         self.timeout = timeout
+        self.props = props or {}
+        self.move_timeout = move_timeout if move_timeout is not None else timeout  # (--timeout)
 
     # --- cluster state ----------------------------------------------------------------------
     def topic_assignment(self, topics: list[str]) -> plan.Assignment:
@@ -220,7 +232,8 @@ class _Reassigner:
         print(plan.generate_output(current, proposed))
 
     # --- execute ----------------------------------------------------------------------------
-    def execute(self, r: plan.Reassignment, throttle: int | None, additional: bool, allow_rf_change: bool) -> None:
+    def execute(self, r: plan.Reassignment, throttle: int | None, log_dir_throttle: int | None, additional: bool,
+                allow_rf_change: bool) -> None:
         ongoing = self.controller.list_reassignments()
         if ongoing and not additional:
             raise CliError(CANNOT_EXECUTE)
@@ -230,13 +243,18 @@ class _Reassigner:
             raise CliError("Unknown broker id(s): " + ", ".join(map(str, unknown)))
         current = self.current_assignment(list(r.targets))
         print(plan.rollback_output(current))
-        if throttle is not None:
+        dir_moves = plan.replica_log_dirs(r)
+        if throttle is not None or log_dir_throttle is not None:
             print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
                   "throttle is removed.")
+        if throttle is not None:
             moves = plan.move_map(ongoing, r.targets, current)
             self.set_topic_throttles(moves)
             self.set_broker_throttles(plan.reassigning_brokers(moves), throttle)
             print(f"The inter-broker throttle limit was set to {throttle} B/s")
+        if log_dir_throttle is not None:
+            self.set_log_dir_throttles(sorted({b for _, _, b in dir_moves}), log_dir_throttle)
+            print(f"The replica-alter-dir throttle limit was set to {log_dir_throttle} B/s")
         sys.stdout.flush()
         failed = self.controller.alter_reassignments(dict(r.targets), allow_rf_change)
         if failed:
@@ -246,6 +264,43 @@ class _Reassigner:
         n = len(r.targets)
         print(f"Successfully started partition reassignment{'' if n == 1 else 's'} for "
               f"{plan.partition_list(r.targets)}")
+        if dir_moves:
+            self.execute_moves(dir_moves)
+
+    def execute_moves(self, moves: dict[plan.Replica, str]) -> None:
+        """AlterReplicaLogDirs to each broker of `moves`, again every 100 ms for the replicas
+        not on their broker yet (REPLICA_NOT_AVAILABLE: a reassignment is bringing them), until
+        --timeout (Kafka's executeMoves)."""
+        pending = dict(moves)
+        deadline = time.monotonic() + self.move_timeout
+        while True:
+            started = []
+            for broker, body in plan.alter_log_dirs_requests(pending).items():
+                resp = self._broker_request(broker, ALTER_REPLICA_LOG_DIRS, 2, body)
+                for res in resp.results:
+                    for part in res.partitions:
+                        replica = (res.topic_name, part.partition_index, broker)
+                        code = ErrorCode(part.error_code)
+                        if code == ErrorCode.NONE:
+                            started.append(replica)
+                        elif code != ErrorCode.REPLICA_NOT_AVAILABLE:
+                            raise CliError(f"Failed to alter dir for {plan.replica_str(replica)}: {code.name}")
+            for replica in plan.sort_replicas(started):
+                print(f"Successfully started moving log directory to {pending.pop(replica)} for replica "
+                      f"{replica[0]}-{replica[1]} with broker {replica[2]} ")
+            if not pending:
+                return
+            if time.monotonic() >= deadline:
+                n = len(pending)
+                raise CliError(f"Timed out before log directory move{'' if n == 1 else 's'} could be started for: "
+                               + ",".join(plan.replica_str(rep) for rep in plan.sort_replicas(pending)))
+            time.sleep(0.1)
+
+    def _broker_request(self, broker: int, api_key: int, version: int, body: dict[str, Any]) -> Any:
+        b = self.md.brokers.get(broker)
+        if b is None:
+            raise CliError(f"Unknown broker id: {broker}")
+        return cl.raw_request(b.host, b.port, api_key, version, body, self.timeout, self.props)
 
     # --- verify -----------------------------------------------------------------------------
     def verify(self, r: plan.Reassignment, preserve_throttles: bool) -> None:
@@ -254,7 +309,20 @@ class _Reassigner:
         states = plan.verify_states(r.targets, ongoing, current)
         print("Status of partition reassignment:")
         print("\n".join(plan.format_states(states)))
-        if all(s.done for s in states.values()) and not preserve_throttles:
+        done = all(s.done for s in states.values())
+        dir_moves = plan.replica_log_dirs(r)
+        if dir_moves:
+            described = {}
+            for broker in sorted({b for _, _, b in dir_moves}):
+                if broker in self.md.brokers:
+                    resp = self._broker_request(broker, DESCRIBE_LOG_DIRS, 4, {"topics": None})
+                    if resp.error_code:
+                        raise CliError(f"broker {broker} refused DescribeLogDirs: {ErrorCode(resp.error_code).name}")
+                    described[broker] = resp
+            moving = plan.move_states(dir_moves, described)
+            print("\n".join(plan.format_move_states(moving)))
+            done = done and all(m.done for m in moving.values())
+        if done and not preserve_throttles:
             self.clear_throttles(r.topics)
 
     # --- cancel -----------------------------------------------------------------------------
@@ -299,6 +367,13 @@ class _Reassigner:
             ]
             resources.append(res)
         self._alter(resources, "setting the topic throttles")
+
+    def set_log_dir_throttles(self, brokers: list[int], rate: int) -> None:
+        for b in brokers:
+            res = ConfigResource(ConfigResource.Type.BROKER, str(b))
+            res.incremental_configs = [ConfigEntry(plan.LOG_DIR_THROTTLE, str(rate),
+                                                   incremental_operation=AlterConfigOpType.SET)]
+            self._alter([res], "setting the log dir throttle")
 
     def set_broker_throttles(self, brokers: list[int], rate: int) -> None:
         for b in brokers:  # one broker per request: each broker alters its own config

@@ -10,7 +10,8 @@ File formats (Kafka's):
 
 * topics to move: ``{"topics": [{"topic": "foo"}, ...], "version": 1}``
 * reassignment: ``{"version": 1, "partitions": [{"topic": "foo", "partition": 0,
-  "replicas": [1, 2], "log_dirs": ["any", "any"]}, ...]}`` (``log_dirs`` optional)
+  "replicas": [1, 2], "log_dirs": ["any", "/data/b"]}, ...]}`` (``log_dirs`` optional: the
+  log dir, an absolute path, each replica moves to on its broker, or "any")
 """
 
 from __future__ import annotations
@@ -160,9 +161,6 @@ def parse_reassignment(text: str, source: str = "the reassignment JSON file", *,
             if len(dirs) != len(replicas):
                 raise CliError(
                     f"{where}: the \"log_dirs\" list {dirs} does not have one entry per replica {replicas}")
-            if any(d != ANY_LOG_DIR for d in dirs):
-                raise CliError(f"{where}: log_dirs other than \"{ANY_LOG_DIR}\" are not supported "
-                               "(moving replicas between log directories is not implemented)")
         if tp in targets:
             dupes.append(tp)
             continue
@@ -358,4 +356,103 @@ def format_ongoing(ongoing: Ongoing) -> list[str]:
         replicas, adding, removing = ongoing[tp]
         lines.append(f"{tp_str(tp)}: replicas: {_join(replicas)}. adding: {_join(adding)}. "
                      f"removing: {_join(removing)}.")
+    return lines
+
+
+# ------------------------------------------------------------------------ log dir moves
+
+Replica = tuple[str, int, int]  # (topic, partition, broker): Kafka's TopicPartitionReplica
+
+
+def replica_str(r: Replica) -> str:
+    """A replica as Kafka prints it: ``topic-partition-broker``."""
+    return f"{r[0]}-{r[1]}-{r[2]}"
+
+
+def sort_replicas(replicas: Iterable[Replica]) -> list[Replica]:
+    """Kafka's order: by broker, then topic, then partition."""
+    return sorted(replicas, key=lambda r: (r[2], r[0], r[1]))
+
+
+def replica_log_dirs(r: Reassignment) -> dict[Replica, str]:
+    """The replicas the file sends to a named log dir (every "log_dirs" entry but "any")."""
+    out: dict[Replica, str] = {}
+    for tp, dirs in r.log_dirs.items():
+        for broker, d in zip(r.targets[tp], dirs, strict=True):
+            if d != ANY_LOG_DIR:
+                out[(tp[0], tp[1], broker)] = d
+    return out
+
+
+def alter_log_dirs_requests(moves: Mapping[Replica, str]) -> dict[int, dict[str, Any]]:
+    """The AlterReplicaLogDirs body to send each broker for `moves`."""
+    per: dict[int, dict[str, dict[str, list[int]]]] = {}
+    for (topic, partition, broker), d in moves.items():
+        per.setdefault(broker, {}).setdefault(d, {}).setdefault(topic, []).append(partition)
+    return {broker: {"dirs": [{"path": d, "topics": [{"name": t, "partitions": sorted(ps)}
+                                                      for t, ps in sorted(topics.items())]}
+                              for d, topics in sorted(dirs.items())]}
+            for broker, dirs in sorted(per.items())}
+
+
+@dataclass(frozen=True)
+class MoveState:
+    """Where a replica is against the log dir the file names (Kafka's LogDirMoveState)."""
+
+    target: str
+    current: str | None = None  # its log dir (None: in no live one)
+    future: str | None = None  # the log dir it is moving to
+    asked: bool = True  # False: its broker could not be asked
+
+    @property
+    def done(self) -> bool:
+        return self.asked and self.current is not None and self.future is None
+
+
+def move_states(moves: Mapping[Replica, str], described: Mapping[int, Any]) -> dict[Replica, MoveState]:
+    """Each move's state from its broker's DescribeLogDirs answer (absent: not asked), as
+    Kafka's tool reads describeReplicaLogDirs: the dir holding the replica, the dir holding its
+    future replica; offline dirs are skipped."""
+    out: dict[Replica, MoveState] = {}
+    for rep, target in moves.items():
+        resp = described.get(rep[2])
+        if resp is None:
+            out[rep] = MoveState(target, asked=False)
+            continue
+        current = future = None
+        for d in resp.results:
+            if d.error_code:
+                continue
+            for t in d.topics:
+                for p in t.partitions if t.name == rep[0] else ():
+                    if p.partition_index == rep[1]:
+                        if p.is_future_key:
+                            future = d.log_dir
+                        else:
+                            current = d.log_dir
+        out[rep] = MoveState(target, current, future)
+    return out
+
+
+def format_move_states(states: Mapping[Replica, MoveState]) -> list[str]:
+    """--verify's lines for the log dir moves, Kafka's texts."""
+    lines = []
+    for rep in sort_replicas(states):
+        s = states[rep]
+        part, broker = f"{rep[0]}-{rep[1]}", rep[2]
+        if not s.asked:
+            lines.append(f"Partition {part} cannot be found in any live log directory on broker {broker}.")
+        elif s.current is None:
+            lines.append(f"Partition {part} is not found in any live log dir on broker {broker}. There is likely an "
+                         "offline log directory on the broker.")
+        elif s.future is not None and s.future == s.target:
+            lines.append(f"Reassignment of replica {replica_str(rep)} is still in progress.")
+        elif s.future is not None:
+            lines.append(f"Partition {part} on broker {broker} is being moved to log dir {s.future} instead of "
+                         f"{s.target}.")
+        elif s.current == s.target:
+            lines.append(f"Reassignment of replica {replica_str(rep)} completed successfully.")
+        else:
+            lines.append(f"Partition {part} on broker {broker} is not being moved from log dir {s.current} to "
+                         f"{s.target}.")
     return lines

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from samsa.cli import client as cl
-from samsa.cli.common import CliError
+from samsa.cli.common import CliError, bootstrap_servers
 from samsa.cli.txn_tables import (
     API_NAMES,
     ProducerState,
@@ -100,14 +100,7 @@ class Partitions(NamedTuple):
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
     """`host:port[,host:port...]` (IPv6 hosts in brackets); Kafka's ConfigException text otherwise."""
-    out = []
-    for entry in (e.strip() for e in text.split(",")):
-        host, sep, port = entry.rpartition(":")
-        host = host.strip("[]")
-        if not sep or not host or not port.isdigit():
-            raise CliError(f"Invalid url in bootstrap.servers: {entry}", exit_code=2)
-        out.append((host, int(port)))
-    return out
+    return bootstrap_servers(text)
 
 
 class TxnAdmin:

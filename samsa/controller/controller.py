@@ -116,6 +116,11 @@ class Controller:
         self._deleted_ids: set[Any] = set()
         self.events = EventQueue("controller", log)
         self.closing = False
+        # Counted by every state this controller writes (`update_states`), for the broker's metrics:
+        # a partition's leader moved to another live broker, and among those, to one that was
+        # not in the ISR (an unclean election).
+        self.leader_elections = 0
+        self.unclean_leader_elections = 0
         self._term = 0  # bumped at every activation and resign: events of an old term are dropped
         self._watches: list[Any] = []
         self._topic_watches: dict[str, Any] = {}
@@ -283,6 +288,7 @@ class Controller:
         its create failing, and read then)."""
         pending = [k for k in keys if k[0] in self.assignments and k[1] in self.assignments[k[0]].partitions]
         written: dict[TP, zkdata.PartitionState] = {}
+        before: dict[TP, zkdata.PartitionState] = {}  # the state each write replaced
         t_start = time.monotonic()
         spent = {"read": 0.0, "decide": 0.0, "write": 0.0}
         reads = conflicts = rounds = 0
@@ -326,6 +332,7 @@ class Controller:
                     creates.append((key, path, new))
                 else:
                     sets.append((key, path, new, current.version))
+                    before[key] = current
             retry: list[TP] = []
             t_write = time.monotonic()
             spent["decide"] += t_write - slice_start_total
@@ -359,6 +366,12 @@ class Controller:
             conflicts += len(retry)
             pending = retry
         self._written.update(written)
+        for key, st in written.items():
+            old = before.get(key)
+            if old is not None and st.leader >= 0 and st.leader != old.leader:
+                self.leader_elections += 1
+                if st.leader not in old.isr:
+                    self.unclean_leader_elections += 1
         took = time.monotonic() - t_start
         if took > 1.0:
             log.info("Slow partition state update: %.1f s for %d writes in %d rounds (%d states read, %d write "

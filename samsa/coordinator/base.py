@@ -178,6 +178,10 @@ class ShardBase:
         self._records: list[Record] = []  # plain records since the last batch was closed
         self._batches: list[OutBatch] = []  # closed batches, not drained yet
         self.active = True
+        # Rebalances done by this shard's live operations (a replay counts none), for the
+        # broker's metrics: classic groups that became Stable, consumer groups' epoch bumps.
+        self.completed_rebalances = 0
+        self.consumer_group_rebalances = 0
 
     # -- checks ---------------------------------------------------------------------------
 

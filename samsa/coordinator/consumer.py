@@ -177,13 +177,18 @@ class ConsumerGroupMixin(ShardBase):
             bump = True
         if bump:
             group.group_epoch += 1
+            self.consumer_group_rebalances += 1
         if group.group_epoch > group.assignment_epoch:
             self._cg_compute_target(group)
 
         before = member.assigned
         self._cg_reconcile(group, member, owned, now)
         self.timers.set(("cg_hb", group_id, member.member_id), now + self.config.consumer_group_session_timeout_ms)
-        full = epoch == 0 or req.topic_partitions is not None
+        # The assignment goes back when it changed, or for a full request: a join, or a heartbeat
+        # carrying every field a join must (Kafka's rule: a member sends one after an error, to
+        # resynchronise); the owned partitions alone, sent whenever they change, are not one.
+        full = epoch == 0 or (req.rebalance_timeout != -1 and req.topic_partitions is not None and (
+            req.subscribed_topic_names is not None or getattr(req, "subscribed_topic_regex", None) is not None))
         return {"throttle_time": 0, "error_code": 0, "error_message": None, "member_id": member.member_id,
                 "member_epoch": member.member_epoch,
                 "heartbeat_interval": self.config.consumer_group_heartbeat_interval_ms,
@@ -260,6 +265,7 @@ class ConsumerGroupMixin(ShardBase):
         """Remove (or fence) a member: its partitions are free, the group epoch grows."""
         if group.remove(member_id) is not None:
             group.group_epoch += 1
+            self.consumer_group_rebalances += 1
         self._cg_cancel_timers(group.group_id, member_id)
 
     def _cg_cancel_timers(self, group_id: str, member_id: str) -> None:

@@ -434,6 +434,7 @@ class MembershipMixin(ShardBase):
                 m.assignment = assignment[m.member_id]
             self._propagate_assignment(group, E.NONE, now)
             group.transition_to(STABLE, now)
+            self.completed_rebalances += 1
 
     def _synced(self, group: Group, member_id: str) -> None:
         group.pending_sync.discard(member_id)

@@ -217,7 +217,9 @@ class OffsetsMixin(TxnOffsetsMixin):
     # -- OffsetDelete and DeleteGroups --------------------------------------------------------
 
     def offset_delete(self, req: Any, version: int) -> dict[str, Any]:
-        """OffsetDelete (v0): drop committed offsets unless a live member subscribes to the topic."""
+        """OffsetDelete (v0): drop committed offsets unless a live member subscribes to the topic;
+        a partition the broker does not have gets UNKNOWN_TOPIC_OR_PARTITION (as Kafka's
+        KafkaApis answers it before asking the coordinator), a group error wins over both."""
         now = self._now()
         group_id: str = req.group_id
         err = self._check_group_id(group_id, allow_empty=False)
@@ -236,6 +238,10 @@ class OffsetsMixin(TxnOffsetsMixin):
             subscribed = not group.is_(EMPTY) and group.is_subscribed_to(t.name)
             parts = []
             for p in t.partitions or []:
+                if self._topic_exists is not None and not self._topic_exists(t.name, p.partition_index):
+                    parts.append({"partition_index": p.partition_index,
+                                  "error_code": int(E.UNKNOWN_TOPIC_OR_PARTITION)})
+                    continue
                 if subscribed:
                     parts.append({"partition_index": p.partition_index, "error_code": int(E.GROUP_SUBSCRIBED_TO_TOPIC)})
                     continue

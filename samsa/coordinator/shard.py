@@ -20,10 +20,11 @@ wall clock. The broker owns one shard per `__consumer_offsets` partition it lead
 5. on losing the partition calls `shard.unload()`: parked requests get NOT_COORDINATOR and the
    shard answers COORDINATOR_NOT_AVAILABLE from then on.
 
-`compact_view()` gives the live records (latest value per key, no tombstones) from which the
-partition can be rewritten when it grows -- but not while a transaction holds pending offsets
+`compact_view()` gives the live records (latest value per key, no tombstones): what the log
+cleaner leaves of the partition once tombstones expire, which must replay to the same state
+(tests check this) -- not while a transaction holds pending offsets
 (`has_pending_transactions`): the log's transactional records and their coming markers are what
-a replay needs then, as Kafka's cleaner stops at the first unstable offset.
+a replay needs then, and the cleaner stops at the first unstable offset.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ States (Kafka's numbers, persisted):
     Empty -> Ongoing                    AddPartitionsToTxn / AddOffsetsToTxn (or, with
                                         transaction version 2, a first Produce / TxnOffsetCommit)
     Ongoing -> PrepareCommit|PrepareAbort   EndTxn (or a timeout: abort)
+    Empty/Complete* -> PrepareAbort     EndTxn v5 (transaction version 2) abort, with no
+                                        partitions: the client could not tell if it had begun
     Prepare* -> Complete*               every partition has its marker
     Complete*/Empty -> Empty            InitProducerId (epoch bump)
     Ongoing -> PrepareEpochFence        InitProducerId while a transaction is open: the old
@@ -221,34 +223,46 @@ def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, com
             ) -> TxnMetadata | ErrorCode | tuple[ErrorCode, int, int]:
     """EndTxn: Ongoing -> PrepareCommit/PrepareAbort (the caller then writes the markers).
 
+    `client_tv` is the transaction version of the request (2: EndTxn v5), which decides, as in
+    Kafka 4.x, how the epoch is checked and whether it is bumped. With version 2 a client that
+    cannot know whether its transaction began (a Produce adds its partition) may also abort when
+    none is open -- in Empty, CompleteCommit or CompleteAbort, with the current epoch: an abort of
+    no partitions, which bumps the epoch like any other end of a transaction.
+
     Returns the new metadata, an error, or (NONE, producer id, epoch) for a retry of an
     EndTxn that already completed (answered as a success, nothing written)."""
     if meta is None or meta.state == TxnState.DEAD:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
-    tv2 = meta.client_tv >= 2 and meta.state != TxnState.PREPARE_EPOCH_FENCE
+    done = (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+    tv2 = client_tv >= 2 and meta.state != TxnState.PREPARE_EPOCH_FENCE
     retry_of_bump = tv2 and producer_epoch == meta.last_producer_epoch and meta.producer_id == producer_id \
-        and meta.state in (PREPARING + (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT))
+        and meta.state in PREPARING + done
     retry_on_overflow = tv2 and meta.previous_producer_id == producer_id and producer_epoch >= MAX_EPOCH - 1 \
-        and meta.producer_epoch == 0 and meta.state in (TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        and meta.producer_epoch == 0 and meta.state in done
     if meta.producer_id != producer_id and not retry_on_overflow:
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     if tv2:
         if meta.state in (TxnState.ONGOING, TxnState.EMPTY):
             valid = producer_epoch == meta.producer_epoch
+        elif meta.state in done:
+            valid = retry_of_bump or retry_on_overflow or producer_epoch == meta.producer_epoch
         else:
-            valid = retry_of_bump or retry_on_overflow
+            valid = retry_of_bump
     else:
         valid = (not from_client or producer_epoch == meta.producer_epoch) and producer_epoch >= meta.producer_epoch
     if not valid:
         return ErrorCode.PRODUCER_FENCED
     state = meta.state
-    if state == TxnState.ONGOING or state == TxnState.PREPARE_EPOCH_FENCE:
+    empty_abort = tv2 and not commit and state in (TxnState.EMPTY, *done) and not (retry_of_bump or retry_on_overflow)
+    if state == TxnState.ONGOING or state == TxnState.PREPARE_EPOCH_FENCE or empty_abort:
         if state == TxnState.PREPARE_EPOCH_FENCE and commit:
             return ErrorCode.INVALID_TXN_STATE
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
         new = meta.copy(state=target, last_update_ms=now_ms)
-        if tv2 or (client_tv >= 2 and state == TxnState.ONGOING):
-            new.client_tv = max(new.client_tv, client_tv)
+        if empty_abort:  # (its start is now: DescribeTransactions shows one)
+            new.partitions, new.start_ms = set(), now_ms
+        if tv2:
+            new.client_tv = client_tv
             # KIP-890 part 2: every transaction ends with an epoch bump.
             new.last_producer_epoch = meta.producer_epoch
             if meta.epoch_exhausted:
@@ -259,14 +273,14 @@ def end_txn(meta: TxnMetadata | None, producer_id: int, producer_epoch: int, com
                 new.producer_epoch = meta.producer_epoch + 1
         return new
     if state == TxnState.COMPLETE_COMMIT:
-        return _answer_done(meta) if commit else ErrorCode.INVALID_TXN_STATE
+        return _answer_done(meta) if commit and (retry_of_bump or not tv2) else ErrorCode.INVALID_TXN_STATE
     if state == TxnState.COMPLETE_ABORT:
-        return _answer_done(meta) if not commit else ErrorCode.INVALID_TXN_STATE
+        return _answer_done(meta) if not commit and (retry_of_bump or not tv2) else ErrorCode.INVALID_TXN_STATE
     if state == TxnState.PREPARE_COMMIT:
         return ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE
     if state == TxnState.PREPARE_ABORT:
         return ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE
-    return ErrorCode.INVALID_TXN_STATE  # Empty: nothing to end
+    return ErrorCode.INVALID_TXN_STATE  # Empty: nothing to commit
 
 
 def _answer_done(meta: TxnMetadata) -> tuple[ErrorCode, int, int]:

@@ -5,9 +5,11 @@ broker config `transaction.version`, 2 by default (KIP-890 part 2): a client tha
 feature ends every transaction with an epoch bump (EndTxn v5) and lets the partition leaders add
 partitions to its transaction (Produce v12, TxnOffsetCommit v5); a client that does not know it,
 or is told a level below 2, uses transaction version 1, also served. (Kafka serves both
-whatever the level too: the level only tells clients which to use.) A level of 0 is not listed,
-as Kafka lists no feature finalized at 0. Below v4 a supported feature whose lowest level is 0
-is left out (KAFKA-17492: clients of that time cannot read a 0 there), as Kafka leaves it out.
+whatever the level too: the level only tells clients which to use.) `group.version` is
+finalized at 1, as in Kafka 4.x: the consumer group protocol (KIP-848) is served. A level of 0
+is not listed, as Kafka lists no feature finalized at 0. Below v4 a supported feature whose
+lowest level is 0 is left out (KAFKA-17492: clients of that time cannot read a 0 there), as
+Kafka leaves it out.
 
 v3+ requests name the client software; a name or version Kafka would not accept (letters,
 digits, '.' and '-', starting and ending with a letter or digit) gets INVALID_REQUEST.
@@ -33,8 +35,12 @@ MAX_VERSION = 5
 
 SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
-# name -> (lowest supported, highest supported, the broker config holding its finalized level)
-FEATURES = {"transaction.version": (0, 2, "transaction.version")}
+# name -> (lowest supported, highest supported, the broker config holding its finalized level;
+# None: always the highest)
+FEATURES: dict[str, tuple[int, int, str | None]] = {
+    "transaction.version": (0, 2, "transaction.version"),
+    "group.version": (0, 1, None),
+}
 FEATURES_EPOCH = 1
 
 
@@ -75,4 +81,4 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
 
 def finalized(ctx: RequestContext) -> dict[str, int]:
     """Each feature's finalized level, from the broker's config."""
-    return {n: int(ctx.config.get(key)) for n, (_, _, key) in FEATURES.items()}
+    return {n: hi if key is None else int(ctx.config.get(key)) for n, (_, hi, key) in FEATURES.items()}

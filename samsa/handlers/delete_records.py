@@ -1,7 +1,9 @@
 """DeleteRecords (21): move a partition's log start offset forward (-1 = the high watermark).
 
-As Kafka's: only the leader serves it (NOT_LEADER_OR_FOLLOWER), the offset must lie between
-the log start offset and the high watermark (OFFSET_OUT_OF_RANGE). The leader moves its own
+As Kafka's: only the leader serves it (NOT_LEADER_OR_FOLLOWER), only for a topic whose
+cleanup.policy includes delete (POLICY_VIOLATION: a compacted topic's records go only by
+compaction), and the offset must lie between the log start offset and the high watermark
+(OFFSET_OUT_OF_RANGE). The leader moves its own
 log start offset at once -- its leader-epoch checkpoint is written first, so a failed write
 (KAFKA_STORAGE_ERROR) changes nothing and a retry does it all again -- and then the answer
 waits (Kafka's DelayedDeleteRecords, in the purgatory) until
@@ -55,6 +57,9 @@ def handle(ctx: RequestContext, req: Any) -> Any:
                 continue
             if not partition.is_leader:
                 entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                continue
+            if not partition.log.config.delete_enabled:
+                entry["error_code"] = int(ErrorCode.POLICY_VIOLATION)
                 continue
             hw = partition.high_watermark
             offset = hw if p.offset == -1 else p.offset

@@ -2,11 +2,14 @@
 replicas it holds of the partitions asked for (`topics` null: all of them) with their size in
 bytes and offset lag (the high watermark minus the log end offset, at least 0); from v4 each
 dir's total and usable bytes. `kafka-log-dirs --describe` reads this, and
-`kafka-reassign-partitions` reads it before it generates or executes a plan.
+`kafka-reassign-partitions` reads it before it generates or executes a plan, and to follow the
+log dir moves of `--verify`.
 
-A dir that failed (offline until a restart) is listed with KAFKA_STORAGE_ERROR and no topics.
-Samsa has no future replicas (AlterReplicaLogDirs is not served), so `is_future_key` is always
-false. Authorization (as Kafka's): DESCRIBE on the cluster, else the top-level
+A replica moving to another log dir (AlterReplicaLogDirs, server/alter_log_dirs.py) is also
+listed there, as Kafka lists it, with `is_future_key` true: the copy's size, and as offset lag
+how far it is behind the current replica (current log end offset - copy's), until it replaces
+the current one. A dir that failed (offline until a restart) is listed with KAFKA_STORAGE_ERROR
+and no topics. Authorization (as Kafka's): DESCRIBE on the cluster, else the top-level
 CLUSTER_AUTHORIZATION_FAILED (v3+) and no results.
 """
 
@@ -38,6 +41,14 @@ def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
         by_dir.setdefault(log.dir.parent.absolute(), {}).setdefault(topic, []).append({
             "partition_index": index, "partition_size": log.size_in_bytes,
             "offset_lag": max(part.high_watermark - log.log_end_offset, 0), "is_future_key": False})
+    moves = ctx.log_dir_moves
+    for (topic, index), future in (moves.futures() if moves is not None else {}).items():
+        moving = ctx.replicas.get(topic, index)
+        if moving is None or (wanted is not None and (topic, index) not in wanted):
+            continue
+        by_dir.setdefault(future.log_dir, {}).setdefault(topic, []).append({
+            "partition_index": index, "partition_size": future.size,
+            "offset_lag": max(moving.log.log_end_offset - future.log_end_offset, 0), "is_future_key": True})
     offline = {Path(d).absolute() for d in ctx.offline_log_dirs()}
     results = []
     for d in dict.fromkeys(Path(d).absolute() for d in ctx.config.log_dirs()):
@@ -55,7 +66,7 @@ def _describe_dir(d: Path, offline: bool, topics: dict[str, list[dict[str, Any]]
     except OSError:
         return failed
     return {"error_code": 0, "log_dir": str(d),
-            "topics": [{"name": t, "partitions": sorted(ps, key=lambda p: p["partition_index"])}
+            "topics": [{"name": t, "partitions": sorted(ps, key=lambda p: (p["partition_index"], p["is_future_key"]))}
                        for t, ps in sorted(topics.items())],
             "total_bytes": min(st.f_blocks * st.f_frsize, INT64_MAX),
             "usable_bytes": min(st.f_bavail * st.f_frsize, INT64_MAX)}

@@ -30,10 +30,26 @@ both of which wake it.
 Authorization (as Kafka's): a consumer needs READ on each topic, a follower CLUSTER_ACTION on
 the cluster; otherwise the partitions answer TOPIC_AUTHORIZATION_FAILED.
 
+Versions (Kafka 3.9's: v4-v17). From v13 (KIP-516) topics are named by id, in the request and
+the answer: an id no topic has is UNKNOWN_TOPIC_ID for its partitions, and a fetch session
+opened with ids keys its partitions by (topic id, partition) (`fetch_sessions.py`). Inside this
+module a request topic's `topic` is its key: the name, or from v13 the id (`_by_topic_id` makes
+the request so). v14 would add OFFSET_MOVED_TO_TIERED_STORAGE (no tiered storage here). v15
+(KIP-903) moves a follower's id into the tagged `replica_state`. v16 (KIP-951): a partition
+answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH names the leader the broker knows
+(`current_leader`: id and epoch), and the answer carries that leader's endpoint on the
+client's listener (`node_endpoints`), so the client goes there without a Metadata round trip.
+v17 (KIP-853) adds a follower's log directory id, which this broker has no use for.
+
 A consumer under a `consumer_byte_rate` quota (`server/quotas.py`) has its response's record
 bytes recorded when the answer is made; over the quota, the answer carries no data, only the
 throttle time (the bytes are taken back, as Kafka does), and the dispatcher mutes the
 connection. Its `max_bytes` is capped at what the quota allows in one measuring window.
+
+Metrics (server/metrics.py): each partition a fetch reads counts once in its topic's fetch
+requests (at the request's first read); the record bytes of the answer actually sent count in
+its topics' bytes out (a consumer's) or replication bytes out (a follower's). A read keeps
+(topic stats, bytes) of the partitions it found data in, so nothing walks the answer again.
 """
 
 from __future__ import annotations
@@ -48,7 +64,7 @@ from samsa.protocol.fetch_tail import MAX_VERSION as TAIL_MAX_VERSION
 from samsa.protocol.fetch_tail import FetchTailFrame
 from samsa.protocol.messages import RequestHeader
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.context import Op, Partition, RequestContext, ResourceType
+from samsa.server.context import Op, Partition, RequestContext, ResourceType, TopicStats
 from samsa.server.fetch_sessions import FINAL_EPOCH, FetchPlan
 from samsa.server.purgatory import DelayedResponse
 from samsa.storage.errors import OffsetOutOfRange, StorageError
@@ -58,19 +74,42 @@ _storage_log = RateLimitedLog(logging.getLogger("samsa.storage"), interval_s=10.
 
 API_KEY = 1
 MIN_VERSION = 4
-MAX_VERSION = 12
+MAX_VERSION = 17
+FIRST_TOPIC_ID_VERSION = 13  # KIP-516: topics by id
+FIRST_LEADER_HINT_VERSION = 16  # KIP-951: current_leader and node_endpoints
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
-# What `_read` returns: the topics' entries, the bytes found, the partitions with nothing to
-# read yet, whether any partition had an error.
 _ATTRIBUTES_LOW = 22  # the low byte of a batch's attributes (int16 at 21)
+_LEADER_HINT_ERRORS = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+_NO_HINTS: dict[int, dict[str, Any]] = {}  # (never written to)
 
-ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool]
+# What `_read` returns: the topics' entries, the bytes found, the partitions with nothing to
+# read yet, whether any partition had an error, (topic stats, bytes) of each partition read
+# from (counted once the answer is made), and (v16+) the endpoints of the leaders it named to
+# partitions answered NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, by node id.
+Served = list[tuple[TopicStats, int]]
+ReadResult = tuple[list[dict[str, Any]], int, list[Partition], bool, Served, dict[int, dict[str, Any]]]
+
+
+def _by_topic_id(req: Any) -> Any:
+    """A Fetch v13+ request made as the rest of this module reads it, in place: each topic's
+    (and forgotten topic's) `topic` is its id, and `replica_id` the follower's id where v15+
+    puts it (`replica_state`; a consumer sends none)."""
+    state = getattr(req, "replica_state", None)
+    req.replica_id = state.replica_id if state is not None else getattr(req, "replica_id", -1)
+    for t in req.topics:
+        t.topic = t.topic_id
+    for t in req.forgotten_topics_data or ():
+        t.topic = t.topic_id
+    return req
 
 
 def handle(ctx: RequestContext, req: Any) -> Any:
+    by_id = ctx.header.api_version >= FIRST_TOPIC_ID_VERSION
+    if by_id:
+        req = _by_topic_id(req)
     plan: FetchPlan | None = None
     consumer: RequestContext | None = None  # (whose quota the answer counts against)
     if getattr(req, "replica_id", -1) < 0:  # a consumer's response is capped by fetch.max.bytes, as in Kafka
@@ -84,26 +123,26 @@ def handle(ctx: RequestContext, req: Any) -> Any:
         if req.max_bytes <= 0 or req.max_bytes > cap:
             req.max_bytes = cap
     if getattr(req, "session_id", 0) or getattr(req, "session_epoch", FINAL_EPOCH) != FINAL_EPOCH:  # (v7+)
-        plan = ctx.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0)
+        plan = ctx.fetch_sessions.plan(req, privileged=getattr(req, "replica_id", -1) >= 0, uses_ids=by_id)
         if plan.error:
             return {"throttle_time": 0, "error_code": int(plan.error), "session_id": 0, "responses": []}
         req = _SessionRequest(req, plan.topics)
-    responses, nbytes, waitable, errors = _read(ctx, req)
+    responses, nbytes, waitable, errors, served, leaders = _read(ctx, req)
     if nbytes >= req.min_bytes or req.max_wait <= 0 or errors or not waitable:
-        return _response(responses, plan, consumer, nbytes)
+        return _response(responses, plan, consumer, nbytes, served, getattr(req, "replica_id", -1) >= 0, leaders)
     # Watched now, before returning: an append handled before anything else runs must still
     # complete it (Kafka's tryCompleteElseWatch, whose first try is the read above).
     session_req = req
     op = DelayedFetch(req, waitable, lambda: _read(ctx, session_req, first=False), ctx.header, plan,
-                      _positions(req, waitable) if plan is not None or len(waitable) > 1 else None, consumer)
+                      _positions(req, waitable, by_id) if plan is not None or len(waitable) > 1 else None, consumer)
     ctx.purgatory.watch(op, waitable)
     return op.pending
 
 
-def _positions(req: Any, waitable: list[Partition]) -> dict[Partition, tuple[int, int]]:
+def _positions(req: Any, waitable: list[Partition], by_id: bool = False) -> dict[Partition, tuple[int, int]]:
     """Where the fetch waits on each partition with nothing to read yet: (fetch offset, the
     partition's leader epoch then)."""
-    by_key = {(p.topic, p.index): p for p in waitable}
+    by_key = {(p.topic_id.bytes if by_id else p.topic, p.index): p for p in waitable}
     out: dict[Partition, tuple[int, int]] = {}
     for t in req.topics:
         for fp in t.partitions:
@@ -154,7 +193,7 @@ class DelayedFetch(DelayedResponse):
         self.hws = {(p.topic, p.index): p.hw for p in waitable} if follower else None
         self.tail: FetchTailFrame | None = None
         if (header.api_version <= TAIL_MAX_VERSION and not follower and plan is None and len(req.topics) == 1
-                and len(req.topics[0].partitions) == 1  # (v13+ names topics by id)
+                and len(req.topics[0].partitions) == 1
                 and ctx is None):  # (a quota may change the answer: the general path)
             topic = req.topics[0]
             fp = topic.partitions[0]
@@ -182,14 +221,15 @@ class DelayedFetch(DelayedResponse):
                     and not partition.log.producers.has_unstable
                     and not (self.committed and appended[2][_ATTRIBUTES_LOW] & ATTR_CONTROL)):
                 self.answer = tail.encode(partition.hw, partition.log.log_start_offset, appended[2])
+                partition.stats.bytes_out += len(appended[2])
                 return True
         # Otherwise (or fenced meanwhile) the general path: what `_read` finds now.
-        responses, nbytes, waitable, errors = self.read()
+        responses, nbytes, waitable, errors, served, leaders = self.read()
         done = nbytes >= self.req.min_bytes or errors or not waitable
         if not done and self.hws is not None:
             done = any(p.hw != self.hws.get((p.topic, p.index), p.hw) for p in waitable)
         if done:
-            self.answer = _response(responses, self.plan, self.ctx, nbytes)
+            self.answer = _response(responses, self.plan, self.ctx, nbytes, served, self.hws is not None, leaders)
         return bool(done)
 
     def try_complete_on(self, key: Any) -> bool:
@@ -218,13 +258,14 @@ class DelayedFetch(DelayedResponse):
     def on_complete(self) -> None:
         answer = self.answer
         if answer is None:  # expired: what there is now
-            responses, nbytes, _, _ = self.read()
-            answer = _response(responses, self.plan, self.ctx, nbytes)
+            responses, nbytes, _, _, served, leaders = self.read()
+            answer = _response(responses, self.plan, self.ctx, nbytes, served, self.hws is not None, leaders)
         self.pending.complete(answer)
 
 
 def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None, ctx: RequestContext | None = None,
-              nbytes: int = 0) -> dict[str, Any]:
+              nbytes: int = 0, served: Served | None = None, follower: bool = False,
+              leaders: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     if ctx is not None and nbytes:  # a consumer under a quota
         quota = ctx.quotas.fetch
         ms = quota.record(ctx.principal, ctx.client_id, nbytes)
@@ -232,9 +273,21 @@ def _response(responses: list[dict[str, Any]], plan: FetchPlan | None = None, ct
             quota.unrecord(ctx.principal, ctx.client_id, nbytes)
             session = plan.session_id if plan is not None and plan.incremental else 0
             return {"throttle_time": ms, "error_code": 0, "session_id": session, "responses": []}
+    if served:
+        if follower:
+            for stats, size in served:
+                stats.replication_bytes_out += size
+        else:
+            for stats, size in served:
+                stats.bytes_out += size
     if plan is None:
-        return {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
-    return {"throttle_time": 0, "error_code": 0, "session_id": plan.session_id, "responses": plan.answer(responses)}
+        out = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    else:
+        out = {"throttle_time": 0, "error_code": 0, "session_id": plan.session_id,
+               "responses": plan.answer(responses)}
+    if leaders:  # (v16+)
+        out["node_endpoints"] = sorted(leaders.values(), key=lambda e: e["node_id"])
+    return out
 
 
 def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
@@ -242,33 +295,52 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
     replica_id = getattr(req, "replica_id", -1)
     follower = replica_id >= 0
     committed = not follower and getattr(req, "isolation_level", READ_UNCOMMITTED) == READ_COMMITTED
+    version = ctx.header.api_version
+    by_id = version >= FIRST_TOPIC_ID_VERSION
+    hints: dict[int, dict[str, Any]] | None = {} if version >= FIRST_LEADER_HINT_VERSION else None
     live = ctx.cluster.brokers.__contains__
     replicas = ctx.replicas
     total = 0
     errors = False
     waitable = []
     responses = []
-    denied = _denied_topics(ctx, req, follower) if ctx.authorizer is not None else None
+    served: Served = []
+    secured = ctx.authorizer is not None
+    cluster_action = secured and follower and ctx.authorize_cluster(Op.CLUSTER_ACTION)
     for t in req.topics:
-        parts = []
-        if denied is not None and t.topic in denied:
+        parts: list[dict[str, Any]] = []
+        key = t.topic  # the name, or from v13 the id
+        name = ctx.topic_name(key) if by_id else key
+        responses.append({"topic": key, "topic_id": key, "partitions": parts} if by_id
+                         else {"topic": key, "partitions": parts})
+        if name is None:  # an id no topic has
             errors = True
-            responses.append({"topic": t.topic, "partitions": [_part(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                                                               for fp in t.partitions]})
+            parts += [_part(fp.partition, ErrorCode.UNKNOWN_TOPIC_ID) for fp in t.partitions]
+            continue
+        if secured and not (cluster_action if follower else ctx.authorize(Op.READ, ResourceType.TOPIC, name)):
+            errors = True
+            parts += [_part(fp.partition, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for fp in t.partitions]
             continue
         for fp in t.partitions:
-            partition = replicas.get(t.topic, fp.partition)
+            partition = replicas.get(name, fp.partition)
             if partition is None:
                 errors = True
                 topics = ctx.topics
-                known = t.topic in topics and fp.partition in topics[t.topic].partitions
-                parts.append(_part(fp.partition, replicas.missing(t.topic, fp.partition, known)))
+                known = name in topics and fp.partition in topics[name].partitions
+                code = replicas.missing(name, fp.partition, known)
+                parts.append(part := _part(fp.partition, code))
+                if hints is not None and code in _LEADER_HINT_ERRORS:
+                    _leader_hint(ctx, name, fp.partition, part, hints)
                 continue
+            if first:
+                partition.stats.fetch_requests += 1
             try:
                 partition.check_leader(getattr(fp, "current_leader_epoch", -1))
             except KafkaError as e:
                 errors = True
-                parts.append(_part(fp.partition, e.code))
+                parts.append(part := _part(fp.partition, e.code))
+                if hints is not None and e.code in _LEADER_HINT_ERRORS:
+                    _leader_hint(ctx, name, fp.partition, part, hints)
                 continue
             if follower and first:
                 partition.update_follower(replica_id, fp.fetch_offset, live, getattr(fp, "log_start_offset", -1))
@@ -292,19 +364,20 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
                 continue
             except StorageError as e:  # damaged bytes where the read must go: an error, never a skip
                 errors = True
-                _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d at offset %d: %s",
-                                   t.topic, fp.partition, fp.fetch_offset, e)
+                _storage_log.error(f"read {name}-{fp.partition}", "Cannot read %s-%d at offset %d: %s",
+                                   name, fp.partition, fp.fetch_offset, e)
                 parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             except OSError as e:
                 errors = True
-                _storage_log.error(f"read {t.topic}-{fp.partition}", "Cannot read %s-%d: %s", t.topic, fp.partition, e)
+                _storage_log.error(f"read {name}-{fp.partition}", "Cannot read %s-%d: %s", name, fp.partition, e)
                 partition.storage_error(e)
                 parts.append(_part(fp.partition, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             if sl is not None and sl.size > 0:
                 entry["records"] = sl
                 total += sl.size
+                served.append((partition.stats, sl.size))
                 if committed:
                     entry["aborted_transactions"] = [
                         {"producer_id": pid, "first_offset": first}
@@ -313,16 +386,32 @@ def _read(ctx: RequestContext, req: Any, first: bool = True) -> ReadResult:
             else:
                 waitable.append(partition)
             parts.append(entry)
-        responses.append({"topic": t.topic, "partitions": parts})
-    return responses, total, waitable, errors
+    return responses, total, waitable, errors, served, hints or _NO_HINTS
 
 
-def _denied_topics(ctx: RequestContext, req: Any, follower: bool) -> set[str]:
-    """The fetch's topics the principal may not read (a follower: all of them, without
-    CLUSTER_ACTION on the cluster)."""
-    if follower:
-        return set() if ctx.authorize_cluster(Op.CLUSTER_ACTION) else {t.topic for t in req.topics}
-    return {t.topic for t in req.topics if not ctx.authorize(Op.READ, ResourceType.TOPIC, t.topic)}
+def _leader_hint(ctx: RequestContext, topic: str, index: int, part: dict[str, Any],
+                 hints: dict[int, dict[str, Any]]) -> None:
+    """KIP-951 (v16+): the leader this broker knows of, in the partition's entry, and its
+    endpoint on the client's listener among the answer's node endpoints (nothing when the
+    leader is unknown, not live or has no such listener, as Kafka answers)."""
+    state = ctx.cluster.state(topic, index)
+    if state is None or state.leader < 0:
+        return
+    leader = state.leader
+    if leader not in hints:
+        if leader == ctx.node_id:
+            own = ctx.endpoints(ctx.listener)
+            if not own:
+                return
+            _, host, port, rack = own[0]
+        else:
+            info = ctx.cluster.brokers.get(leader)
+            endpoint = info.endpoints.get(ctx.listener) if info is not None else None
+            if info is None or endpoint is None:
+                return
+            (host, port), rack = endpoint, info.rack
+        hints[leader] = {"node_id": leader, "host": host, "port": port, "rack": rack}
+    part["current_leader"] = {"leader_id": leader, "leader_epoch": state.leader_epoch}
 
 
 def _part(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, lso: int | None = None) -> dict[str, Any]:

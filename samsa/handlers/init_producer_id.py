@@ -2,8 +2,9 @@
 
 Idempotent producers (no transactional id) get a fresh id from a block reserved in the
 metadata store (`/latest_producer_id_block`, as Kafka keeps it), so ids never repeat across
-restarts; one that names its id and epoch (KIP-360, after a fatal sequence error) gets the
-next epoch.
+restarts; always a fresh one, at epoch 0, even when the request names an id and epoch (Kafka
+ignores them there: an idempotent producer bumps its epoch itself, KIP-360, and asks for a new id
+when that is exhausted).
 
 A transactional producer is answered by the transaction coordinator of its id
 (`server/txn_manager.py`): the first call creates the id; each later call bumps the epoch,
@@ -47,10 +48,4 @@ async def handle(ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not ctx.authorize_cluster(Op.IDEMPOTENT_WRITE, log_denied=False) and \
             not ctx.authorize_any(Op.WRITE, ResourceType.TOPIC):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    if getattr(req, "producer_id", -1) >= 0:
-        # A producer bumping its epoch after a fatal sequence error keeps its id.
-        epoch = req.producer_epoch + 1
-        if epoch >= 32767:
-            return _answer(ErrorCode.NONE, await ctx.producer_ids.next(), 0)
-        return _answer(ErrorCode.NONE, req.producer_id, epoch)
     return _answer(ErrorCode.NONE, await ctx.producer_ids.next(), 0)

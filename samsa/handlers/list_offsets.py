@@ -1,6 +1,8 @@
 """ListOffsets (2): earliest (-2), latest (-1), max timestamp (-3), earliest local (-4, the log
-start: Samsa keeps no tiered storage), latest tiered (-5, KIP-1005: no offset, as Kafka answers
-when remote storage is off), or the first offset at or after a timestamp. "Latest" is the end a
+start: Samsa keeps no tiered storage), latest tiered (-5, KIP-1005) and earliest pending upload
+(-6, KIP-1023, v11): no offset, as Kafka answers when remote storage is off), or the first
+offset at or after a timestamp. v10's timeout (KIP-1075) bounds a wait for remote storage:
+there is none, every answer is immediate. "Latest" is the end a
 consumer can actually read to: the high watermark, or with `isolation_level` 1 (READ_COMMITTED,
 v2+) the last stable offset. DESCRIBE on the topic is needed (TOPIC_AUTHORIZATION_FAILED).
 """
@@ -16,13 +18,14 @@ from samsa.server.context import Op, RequestContext, ResourceType
 
 API_KEY = 2
 MIN_VERSION = 1
-MAX_VERSION = 9
+MAX_VERSION = 11
 
 LATEST = -1
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 LATEST_TIERED = -5
+EARLIEST_PENDING_UPLOAD = -6
 
 
 READ_COMMITTED = 1
@@ -63,9 +66,10 @@ def _one(ctx: RequestContext, topic: str, index: int, ts: int, current_epoch: in
         # consumers an end offset that goes back.
         return {"partition_index": index, "error_code": int(ErrorCode.OFFSET_NOT_AVAILABLE),
                 "timestamp": -1, "offset": -1, "leader_epoch": -1}
-    if ts == LATEST_TIERED:
-        # The highest offset copied to remote storage: none (Kafka without remote storage
-        # answers so: no error, offset and timestamp -1, which its tools print as nothing).
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+        # The highest offset copied to remote storage, the first not copied yet: none (Kafka
+        # without remote storage answers so: no error, offset and timestamp -1, which its tools
+        # print as nothing).
         return {"partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1, "leader_epoch": -1}
     if ts == LATEST:
         offset, found_ts = partition.last_stable_offset if committed else partition.high_watermark, -1

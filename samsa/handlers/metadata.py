@@ -23,7 +23,7 @@ from samsa.server.responses import Pending
 
 API_KEY = 3
 MIN_VERSION = 0
-MAX_VERSION = 12
+MAX_VERSION = 13  # v13 (KIP-1102): a top-level error code, for REBOOTSTRAP_REQUIRED; always 0 here
 
 
 AUTO_CREATE_WAIT_MS = 5000
@@ -39,12 +39,20 @@ def handle(ctx: RequestContext, req: Any) -> Any:
         names = sorted(known)
     else:
         names = []
+        # v12+: topics asked for by id (KIP-848 consumers learn assignments as topic ids; the
+        # Admin's describeTopics by id). As in Kafka, once one id is given the ids alone count
+        # (the Admin sends "" for their names); v10-11 carry the field but may not use it.
+        by_id_asked = any(getattr(t, "topic_id", None) not in (None, bytes(16)) for t in req.topics)
+        if 10 <= ctx.version < 12 and (by_id_asked or any(t.name is None for t in req.topics)):
+            return _response(ctx, req, [{"error_code": int(ErrorCode.INVALID_REQUEST), "name": t.name or "",
+                                         "topic_id": t.topic_id, "partitions": []} for t in req.topics])
         for t in req.topics:
-            if t.name is not None:
+            tid = getattr(t, "topic_id", None)
+            if t.name is not None and not by_id_asked:
                 names.append(t.name)
                 continue
-            # v10+: a topic asked for by id (KIP-848 consumers learn assignments as topic ids)
-            tid = getattr(t, "topic_id", None)
+            if t.name is not None and tid == bytes(16):
+                continue  # (a name beside topics asked for by id: Kafka leaves it out)
             found = next((x.name for x in known.values() if x.topic_id.bytes == tid), None)
             if found is None:
                 topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None, "topic_id": tid,
@@ -130,6 +138,7 @@ def _response(ctx: RequestContext, req: Any, topics: list[Any]) -> dict[str, Any
         "controller_id": ctx.controller_id,
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
+        "error_code": 0,  # (v13+)
     }
 
 

@@ -7,7 +7,10 @@ its metadata). acks=all: refused up front with NOT_ENOUGH_REPLICAS when the ISR 
 than min.insync.replicas; otherwise answered once the high watermark passes the batch (every
 ISR member has it), NOT_ENOUGH_REPLICAS_AFTER_APPEND if the ISR shrank below the minimum
 meanwhile, REQUEST_TIMED_OUT at the request's timeout. The wait is a `DelayedProduce` in the
-purgatory, watched under its partitions and checked whenever their high watermark moves.
+purgatory, watched under its partitions' `hw_key`s and kept in each partition's heap of
+high-watermark waiters: a move of the high watermark checks the operations it reached, in offset
+order, and no other (a producer with hundreds of requests in flight made every append and every
+follower fetch look at all of them: a fifth of the leader's event loop).
 
 Authorization (as Kafka's): WRITE on each topic, else TOPIC_AUTHORIZATION_FAILED for its
 partitions (before anything else is checked: an unauthorized client learns nothing of the
@@ -24,6 +27,16 @@ INVALID_PRODUCER_EPOCH; coordinator unavailable or busy, NOT_ENOUGH_REPLICAS (re
 every client, and no metadata refresh).
 A yes counts only if no marker of the producer ended its transaction in the partition while
 the question was out (Kafka's VerificationGuard, kept in the partition's producer state).
+
+Metrics (server/metrics.py): each partition of an existing topic that reaches the append counts
+in its topic's produce requests, and as a failure when its error is one Kafka counts
+(`NOT_A_PRODUCE_FAILURE` are not); the records and bytes appended count in the append itself
+(`Partition._appended`), per batch.
+
+Produce v13 (KIP-516, Kafka 4.1) names topics by id, in the request and the answer: a topic id
+no topic has is UNKNOWN_TOPIC_ID for its partitions (before anything else is checked, as in
+Kafka). Inside this module each topic's `name` is then the name its id resolves to (None for
+none), set on the request in place.
 """
 
 from __future__ import annotations
@@ -35,17 +48,28 @@ from typing import Any
 from samsa.controller.decisions import WAIT, acks_all_satisfied
 from samsa.protocol.batch import HEADER_SIZE, parse_header
 from samsa.protocol.errors import ErrorCode, KafkaError
-from samsa.server.context import Op, Partition, RequestContext, ResourceType, validate_topic_name
-from samsa.server.purgatory import DelayedResponse
+from samsa.server.context import (
+    NOT_A_PRODUCE_FAILURE,
+    Op,
+    Partition,
+    RequestContext,
+    ResourceType,
+    validate_topic_name,
+)
+from samsa.server.purgatory import DelayedResponse, Purgatory
 from samsa.server.responses import NO_RESPONSE
 from samsa.storage.validator import InvalidBatch, validate_produce_records
 
 API_KEY = 0
 MIN_VERSION = 3
-MAX_VERSION = 12
+MAX_VERSION = 13
+FIRST_TOPIC_ID_VERSION = 13
 
 
 def handle(ctx: RequestContext, req: Any) -> Any:
+    if ctx.version >= FIRST_TOPIC_ID_VERSION:
+        for t in req.topic_data:
+            t.name = ctx.topic_name(t.topic_id)
     if req.transactional_id is not None:
         checks = _unverified(ctx, req)
         if checks:
@@ -61,6 +85,8 @@ def _unverified(ctx: RequestContext, req: Any) -> list[tuple[str, int, int, int,
         return []
     out = []
     for t in req.topic_data:
+        if t.name is None:  # (v13: an unknown topic id)
+            continue
         for pd in t.partition_data:
             records = pd.records
             if not records or len(records) < HEADER_SIZE:
@@ -121,19 +147,27 @@ def _verification_error(code: ErrorCode, version: int) -> tuple[ErrorCode, str]:
 def _append_all(ctx: RequestContext, req: Any, refused: dict[tuple[str, int], tuple[ErrorCode, str]] | None) -> Any:
     acks = req.acks
     responses = []
-    pending: list[tuple[Partition, int, dict[str, Any], int]] = []
+    pending: list[tuple[Partition, int, dict[str, Any], int, int]] = []
     secured = ctx.authorizer is not None
     denied_txn = secured and req.transactional_id is not None and \
         not ctx.authorize(Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    topics = ctx.topics
+    topic_stats = ctx.replicas.topic_stats
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     for t in req.topic_data:
-        parts = []
+        parts: list[dict[str, Any]] = []
+        responses.append({"name": t.name, "topic_id": t.topic_id, "partition_responses": parts} if by_id
+                         else {"name": t.name, "partition_responses": parts})
+        if t.name is None:  # (v13) an id no topic has
+            parts += [_error(pd.index, ErrorCode.UNKNOWN_TOPIC_ID) for pd in t.partition_data]
+            continue
         if secured and (denied_txn or not ctx.authorize(Op.WRITE, ResourceType.TOPIC, t.name)):
             code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             if denied_txn:
                 code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-            responses.append({"name": t.name, "partition_responses": [_error(pd.index, code)
-                                                                      for pd in t.partition_data]})
+            parts += [_error(pd.index, code) for pd in t.partition_data]
             continue
+        stats = topic_stats.topic(t.name) if t.name in topics else None
         for pd in t.partition_data:
             if acks not in (0, 1, -1):
                 parts.append(_error(pd.index, ErrorCode.INVALID_REQUIRED_ACKS))
@@ -143,24 +177,45 @@ def _append_all(ctx: RequestContext, req: Any, refused: dict[tuple[str, int], tu
                 continue
             entry = append_partition(ctx, t.name, pd.index, pd.records, acks)
             parts.append(entry)
-            if acks == -1 and entry["error_code"] == 0:
-                partition = ctx.replicas.get(t.name, pd.index)
-                assert partition is not None  # it has just appended
-                required = entry.pop("_required")
-                min_isr = ctx.topics[t.name].min_insync_replicas
-                if _acks_all(partition, required, entry, min_isr) is WAIT:
-                    pending.append((partition, required, entry, min_isr))
+            if stats is not None:
+                stats.produce_requests += 1
+                if entry["error_code"] and entry["error_code"] not in NOT_A_PRODUCE_FAILURE:
+                    stats.failed_produce += 1
+            if entry["error_code"] == 0 and acks != 0:
+                required, flush = entry.pop("_required"), entry.pop("_flush")
+                if acks == 1:
+                    required = min_isr = -1
+                else:
+                    min_isr = ctx.topics[t.name].min_insync_replicas
+                if required >= 0 or flush >= 0:
+                    partition = ctx.replicas.get(t.name, pd.index)
+                    assert partition is not None  # it has just appended
+                    if _waits(partition, required, entry, min_isr, flush):
+                        pending.append((partition, required, entry, min_isr, flush))
             else:
                 entry.pop("_required", None)
-        responses.append({"name": t.name, "partition_responses": parts})
+                entry.pop("_flush", None)
     if acks == 0:
         return NO_RESPONSE
     body = {"responses": responses, "throttle_time": 0}
     if pending:
         op = DelayedProduce(req.timeout, body, pending)
-        ctx.purgatory.watch(op, [p for p, _, _, _ in pending])
+        op.watch(ctx.purgatory)
         return op.pending
     return body
+
+
+def _waits(partition: Partition, required: int, entry: dict[str, Any], min_isr: int, flush: int) -> bool:
+    """Whether `entry` must wait still: for the log to be flushed to `flush` (flush.messages;
+    -1: no), then for acks=all's high watermark to reach `required` (-1: acks=1). Settles
+    `entry` with an error where one is the answer."""
+    if flush >= 0 and partition.log.recovery_point < flush:
+        if partition.flush_error is None:
+            return True
+        entry.update(_error(entry["index"], ErrorCode.KAFKA_STORAGE_ERROR,
+                            f"the log could not be flushed: {partition.flush_error}"))
+        return False
+    return required >= 0 and _acks_all(partition, required, entry, min_isr) is WAIT
 
 
 def _acks_all(partition: Partition, required: int, entry: dict[str, Any], min_isr: int) -> object:
@@ -178,28 +233,38 @@ def _acks_all(partition: Partition, required: int, entry: dict[str, Any], min_is
 
 
 class DelayedProduce(DelayedResponse):
-    """An acks=all produce waiting for its partitions' high watermarks (Kafka's DelayedProduce):
-    `waiting` holds (partition, required offset, response entry, min.insync.replicas) for each
-    partition not settled yet; at the deadline those answer REQUEST_TIMED_OUT."""
+    """A produce waiting for its partitions' high watermarks (acks=all; Kafka's DelayedProduce)
+    or for their logs' flush (flush.messages, done in a worker thread): `waiting` holds
+    (partition, required offset or -1, response entry, min.insync.replicas, flush offset or -1)
+    for each partition not settled yet; at the deadline those answer REQUEST_TIMED_OUT."""
 
     __slots__ = ("body", "waiting")
 
     def __init__(self, timeout_ms: int, body: dict[str, Any],
-                 waiting: list[tuple[Partition, int, dict[str, Any], int]]) -> None:
+                 waiting: list[tuple[Partition, int, dict[str, Any], int, int]]) -> None:
         super().__init__(timeout_ms)
         self.body = body
         self.waiting = waiting
 
+    def watch(self, purgatory: Purgatory) -> None:
+        """Wait in `purgatory` under the partitions' `hw_key`s, checked when each partition's
+        high watermark reaches this produce's offset there (Partition.wait_for_hw)."""
+        purgatory.watch(self, [w[0].hw_key for w in self.waiting])
+        if not self.completed:
+            for p, required, _, _, _ in self.waiting:
+                if required >= 0:
+                    p.wait_for_hw(required, self)
+
     def try_complete(self) -> bool:
-        self.waiting = [w for w in self.waiting if _acks_all(*w) is WAIT]
+        self.waiting = [w for w in self.waiting if _waits(*w)]
         return not self.waiting
 
     def on_complete(self) -> None:
         if self.expired:
             self.try_complete()  # a last look: what is settled now is answered as such
-        for _, _, entry, _ in self.waiting:
+        for _, _, entry, _, _ in self.waiting:
             entry.update(_error(entry["index"], ErrorCode.REQUEST_TIMED_OUT,
-                                "the batch was not replicated to every in-sync replica in time"))
+                                "the batch was not replicated to every in-sync replica, or flushed, in time"))
         self.pending.complete(self.body)
 
 
@@ -246,4 +311,4 @@ def append_partition(ctx: RequestContext, topic: str, index: int, records: Any, 
         return _error(index, out.error, out.message)
     return {"index": index, "error_code": 0, "base_offset": out.base_offset,
             "log_append_time": out.log_append_time, "log_start_offset": out.log_start_offset,
-            "_required": partition.log.log_end_offset}
+            "_required": partition.log.log_end_offset, "_flush": out.flush_offset}

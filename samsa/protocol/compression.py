@@ -96,12 +96,61 @@ def compress(codec: int, data: _Buffer, level: int | None = None) -> bytes:
     if codec == SNAPPY:
         return bytes(cramjam.snappy.compress_raw(data))
     if codec == LZ4:
-        compressor = cramjam.lz4.Compressor(level=level, content_checksum=False, block_linked=False)
-        compressor.compress(data if isinstance(data, bytes) else bytes(data))  # wants bytes
-        return bytes(compressor.finish())
+        return _lz4_frame(data, level)
     if codec == ZSTD:
         return bytes(cramjam.zstd.compress(data, level=level))
     raise UnsupportedCompression(f"unknown compression codec {codec}")
+
+
+def _xxh32(data: bytes, seed: int = 0) -> int:
+    """xxHash32 of a few bytes (under 16): the LZ4 frame header's checksum."""
+    p1, p2, p3, p4, p5, m = 2654435761, 2246822519, 3266489917, 668265263, 374761393, 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & m
+
+    h = (seed + p5 + len(data)) & m
+    i = 0
+    while i + 4 <= len(data):
+        h = rotl((h + int.from_bytes(data[i:i + 4], "little") * p3) & m, 17) * p4 & m
+        i += 4
+    for b in data[i:]:
+        h = rotl((h + b * p5) & m, 11) * p1 & m
+    h ^= h >> 15
+    h = h * p2 & m
+    h ^= h >> 13
+    h = h * p3 & m
+    return h ^ (h >> 16)
+
+
+# The LZ4 frame Samsa writes, as Kafka's Java client does: version 01, independent blocks (its
+# reader refuses linked ones), no checksums, no content size; blocks of at most 64 KiB.
+_LZ4_FLG, _LZ4_BD = 0x60, 0x40
+_LZ4_HEADER = b"\x04\x22\x4d\x18" + bytes([_LZ4_FLG, _LZ4_BD, (_xxh32(bytes([_LZ4_FLG, _LZ4_BD])) >> 8) & 0xFF])
+_LZ4_BLOCK = 64 * 1024
+_LZ4_RAW = 0x80000000  # block size flag: stored uncompressed
+_U32 = struct.Struct("<I")
+
+
+def _lz4_frame(data: _Buffer, level: int | None) -> bytes:
+    """An LZ4 frame built from LZ4 blocks (one compressor call per 64 KiB, none per frame:
+    cramjam's frame compressor costs more to set up than a small batch takes to compress).
+    Levels 3 and up use LZ4's high-compression mode, as the frame API does."""
+    view = memoryview(data).cast("B")
+    out = bytearray(_LZ4_HEADER)
+    hc = level is not None and level >= 3
+    for pos in range(0, len(view), _LZ4_BLOCK):
+        chunk = view[pos:pos + _LZ4_BLOCK]
+        packed = (cramjam.lz4.compress_block(chunk, mode="high_compression", compression=level, store_size=False)
+                  if hc else cramjam.lz4.compress_block(chunk, store_size=False))
+        if len(packed) < len(chunk):
+            out += _U32.pack(len(packed))
+            out += packed
+        else:
+            out += _U32.pack(len(chunk) | _LZ4_RAW)
+            out += chunk
+    out += b"\0\0\0\0"
+    return bytes(out)
 
 
 def decompress(codec: int, data: _Buffer, max_size: int = DEFAULT_MAX_SIZE) -> bytes | bytearray:

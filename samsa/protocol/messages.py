@@ -17,6 +17,7 @@ import struct
 from typing import Any, NamedTuple
 
 from ._specs import REQUESTS, RESPONSES
+from .samsa_apis import SPECS as SAMSA_SPECS
 from .schema import Msg, Out, StructCodec, read_tagged_fields
 from .wire import I32, Reader
 
@@ -47,6 +48,11 @@ if (18, 5) not in REQUESTS and (18, 4) in REQUESTS:
     REQUESTS[(18, 5)] = (_flexible, (*_fields, ("cluster_id", "string", True, False, None, None, None),
                                      ("node_id", "int32", False, False, None, -1, None)))
     RESPONSES[(18, 5)] = RESPONSES[(18, 4)]
+
+
+# Samsa's own APIs (samsa_apis.py).
+for _kv, (_req, _resp) in SAMSA_SPECS.items():
+    REQUESTS[_kv], RESPONSES[_kv] = _req, _resp
 
 
 class RequestHeader(NamedTuple):

@@ -190,6 +190,62 @@ class StructCodec:
         self._tag_order = sorted(self.tagged.values(), key=lambda s: s.tag or 0)
         self.decode: Callable[[Reader], Msg] = self._compile_decoder()
         self.encode: Callable[[Out, Any], None] = self._compile_encoder()
+        self._error_counter: Callable[[Any], dict[int, int] | None] | None = None
+
+    def error_paths(self) -> list[tuple[str, ...]]:
+        """Where this message's error codes are: for each field of Kafka's error-code type, the
+        names of the fields leading to it through nested structs and arrays of them (tagged
+        fields left out)."""
+        paths: list[tuple[str, ...]] = []
+        for m in self._members:
+            name, kind, _, is_array = m.schema[:4]
+            if m.codec is not None:
+                paths += [(name, *p) for p in m.codec.error_paths()]
+            elif kind == "error_code" and not is_array:
+                paths.append((name,))
+        return paths
+
+    def count_errors(self, obj: Any) -> dict[int, int] | None:
+        """The error codes other than 0 in `obj` (a message as the encoder takes it: dicts or
+        objects with the fields as attributes) with how often each occurs; None when there is
+        none. A function generated for this message visits only the fields on the way to an
+        error code (`error_paths`): the broker counts every response's errors with it."""
+        return self.error_counter()(obj)
+
+    def error_counter(self) -> Callable[[Any], dict[int, int] | None]:
+        """`count_errors` as the generated function itself (compiled at the first call)."""
+        if self._error_counter is None:
+            self._error_counter = self._compile_error_counter()
+        return self._error_counter
+
+    def _compile_error_counter(self) -> Callable[[Any], dict[int, int] | None]:
+        env: dict[str, Any] = {"partial": functools.partial}
+        lines = ["def count(obj):", " found = None"]
+        self._emit_error_count(lines, 0, " ", "obj")
+        lines.append(" return found")
+        return _define("count", lines, env)
+
+    def _emit_error_count(self, lines: list[str], depth: int, ind: str, obj: str) -> None:
+        g = f"g{depth}"
+        wanted = [m for m in self._members
+                  if (m.codec is not None and m.codec.error_paths()) or (m.codec is None and m.schema[1] == "error_code"
+                                                                         and not m.schema[3])]
+        if not wanted:
+            return
+        lines.append(f"{ind}{g} = {obj}.get if type({obj}) is dict else partial(getattr, {obj})")
+        for m in wanted:
+            name, _, _, is_array = m.schema[:4]
+            if m.codec is None:
+                lines += [f"{ind}v = {g}({name!r}, 0)", f"{ind}if v:", f"{ind} if found is None:",
+                          f"{ind}  found = {{}}", f"{ind} found[v] = found.get(v, 0) + 1"]
+                continue
+            item = f"o{depth + 1}"
+            lines += [f"{ind}{item}s = {g}({name!r}, None)", f"{ind}if {item}s:"]
+            if is_array:
+                lines.append(f"{ind} for {item} in {item}s:")
+                m.codec._emit_error_count(lines, depth + 1, ind + "  ", item)
+            else:
+                m.codec._emit_error_count(lines, depth + 1, ind + " ", f"{item}s")
 
     def _compile_decoder(self) -> Callable[[Reader], Msg]:
         """One function for the whole message: nested structs and arrays of structs are

@@ -6,7 +6,9 @@ away), open every log found in `log.dirs` (recovering after an unclean stop; in 
 thread), bind the listeners, register in /brokers/ids, then follow the cluster's metadata
 (`cluster.ClusterView`): each topic's partitions hosted here get their log and take the role
 their state gives them (leader, or follower fetching from the leader). Only then do the
-listeners accept, and one "started" line is logged.
+listeners accept, and one "started" line is logged. With `prometheus.listener` set, the
+metrics endpoint (`metrics_http.py`, `prometheus.py`) listens from just before the listeners
+are bound.
 
 Nothing here waits on the metadata store or the disk on the event loop: store calls are
 awaited (the store is asynchronous), logs are opened and created in worker threads, the
@@ -46,6 +48,7 @@ from samsa.protocol.errors import ErrorCode
 from samsa.ratelimit import BurstLog
 from samsa.server import sasl, tls
 from samsa.server.admin import AdminManager
+from samsa.server.alter_log_dirs import ReplicaAlterLogDirsManager
 from samsa.server.authorizer import Authorizer, AuthorizerConfigError, api_names, authorizer_settings
 from samsa.server.cluster import ClusterView
 from samsa.server.connection_quotas import ConnectionQuotas, Limits, parse_overrides
@@ -55,9 +58,12 @@ from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import OFFSETS_TOPIC, GroupManager
 from samsa.server.isr_manager import IsrManager
+from samsa.server.log_cleaner import LogCleaner
 from samsa.server.loop_monitor import LoopMonitor
+from samsa.server.metrics_http import MetricsServer
 from samsa.server.network import Listener
 from samsa.server.producer_ids import ProducerIdManager
+from samsa.server.prometheus import Exposition, ScrapeSources
 from samsa.server.purgatory import Purgatory
 from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_fetcher import ReplicaFetcherManager
@@ -70,8 +76,14 @@ from samsa.server.txn_manager import TXN_TOPIC, TransactionManager
 from samsa.server.txn_markers import TxnMarker, write_markers
 from samsa.storage.checkpoints import REPLICATION_OFFSET_CHECKPOINT, read_offsets, write_offsets
 from samsa.storage.config import LogConfig
-from samsa.storage.errors import is_log_dir_failure
-from samsa.storage.log_manager import PARTITION_METADATA, LogManager, write_checkpoints, write_topic_id
+from samsa.storage.errors import StorageError, is_log_dir_failure
+from samsa.storage.log_manager import (
+    PARTITION_METADATA,
+    LogManager,
+    sync_and_close,
+    write_checkpoints,
+    write_topic_id,
+)
 
 log = logging.getLogger("samsa.broker")
 METADATA_FILE = "samsa-metadata.db"
@@ -87,6 +99,8 @@ class Broker:
         self.log_dirs = [Path(d) for d in config.log_dirs()]
         self.store: MetadataStore | None = None
         self.logs: LogManager | None = None
+        self.cleaner: LogCleaner | None = None
+        self.log_dir_moves: ReplicaAlterLogDirsManager | None = None  # set by open_storage()
         self.purgatory: Purgatory = None  # type: ignore[assignment]  # set by run(): it runs on the loop
         self.fetch_sessions = FetchSessionCache(int(config.get("max.incremental.fetch.session.cache.slots")))
         self.replicas = ReplicaManager()
@@ -122,6 +136,7 @@ class Broker:
         self._limits: tuple[BrokerConfig, Limits] | None = None
         self.producer_ids: ProducerIdManager = None  # type: ignore[assignment]  # set by open_storage()
         self.monitor: LoopMonitor | None = None
+        self.metrics_server: MetricsServer | None = None  # prometheus.listener set: the /metrics endpoint
         self._stopping: asyncio.Event | None = None
         self.closing = False
         self._controller_probe: tuple[int, asyncio.Task[None]] | None = None
@@ -192,18 +207,27 @@ class Broker:
         logs = self.logs
         logs.on_error = self.on_storage_error
         self.replicas.on_storage_error = self.on_storage_error
+        self.replicas.flusher = self._flush_partition
+
+        cleaner = self.cleaner = LogCleaner(self.loop, self._current_config, lambda: self.replicas.partitions.values(),
+                                            lambda: logs.online_dirs)
 
         def load() -> dict[tuple[str, int], int]:
             logs.startup(broker_id=self.node_id, cluster_id=self.cluster_id)
+            cleaner.load_checkpoints()
             saved: dict[tuple[str, int], int] = {}
             for d in self.log_dirs:
                 try:
-                    saved.update(read_offsets(d / REPLICATION_OFFSET_CHECKPOINT))
+                    # (the highest: a partition moved between log dirs may be in both files a while)
+                    for tp, hw in read_offsets(d / REPLICATION_OFFSET_CHECKPOINT).items():
+                        saved[tp] = max(hw, saved.get(tp, hw))
                 except (OSError, ValueError) as e:
                     log.warning("Ignoring %s: %s", d / REPLICATION_OFFSET_CHECKPOINT, e)
             return saved
 
         self._saved_hw = await self.loop.run_in_executor(None, load)
+        self.log_dir_moves = ReplicaAlterLogDirsManager(self.loop, logs, self.replicas, self._current_config, cleaner,
+                                                        self.on_storage_error)
         self.services = self._services()
         self.dispatcher = Dispatcher(self.services, HANDLER_MODULES)
         self.transactions.write_local_markers = self._write_local_marker
@@ -218,7 +242,9 @@ class Broker:
             api_versions=supported_versions(HANDLER_MODULES),
             endpoints=self.endpoints, topic_ready=self.topic_ready, auto_create_topic=self.auto_create_topic,
             persist_log_start_offsets=self.persist_log_start_offsets, transactions=self.transactions,
-            authorizer=self.authorizer, offline_log_dirs=self.offline_log_dirs)
+            authorizer=self.authorizer, offline_log_dirs=self.offline_log_dirs,
+            describe_log_cleaner=self.cleaner.describe if self.cleaner is not None else dict,
+            log_dir_moves=self.log_dir_moves)
 
     async def _write_local_marker(self, marker: dict[str, Any]) -> dict[tuple[str, int], ErrorCode]:
         """The transaction coordinator's markers for partitions this broker leads: written in
@@ -342,10 +368,13 @@ class Broker:
             elif part is None and (name, index) not in self.replicas.offline:  # (its dir failed: not until a restart)
                 new.append(index)
         for index in gone:
+            self._stop_log_dir_move((name, index), "its replica moved off this broker")
             part = self.replicas.remove(name, index)
             if part is not None:
                 self.fetchers.unfollow(part)
                 self.on_coordinator_role(part)  # fenced: its groups or transactions are unloaded
+            if self.cleaner is not None:
+                self.cleaner.on_log_removed((name, index))
             logs.delete_log(name, index)
             log.info("Replica %s-%d moved off this broker; log deleted", name, index)
         if new:
@@ -423,9 +452,16 @@ class Broker:
             return
         assert self.logs is not None
         for p in self.replicas.remove_topic(name):
+            self._stop_log_dir_move((name, p.index), "its topic was deleted")
             self.fetchers.unfollow(p)
+            if self.cleaner is not None:
+                self.cleaner.on_log_removed((name, p.index))
             self.logs.delete_log(name, p.index)
         log.info("Topic %s deleted; its logs here are gone", name)
+
+    def _stop_log_dir_move(self, tp: tuple[str, int], why: str) -> None:
+        if self.log_dir_moves is not None:
+            self.log_dir_moves.abort(tp, why)
 
     # -- log dir failure (Kafka's LogDirFailureChannel and handleLogDirFailure) ------------------
 
@@ -441,10 +477,14 @@ class Broker:
         if d in logs.offline_dirs:  # (reported twice before the first report ran)
             return
         why = f"{e.strerror or e} (errno {e.errno})"
+        if self.log_dir_moves is not None:
+            self.log_dir_moves.on_log_dir_failed(d)
         gone = logs.fail_dir(d, why)
         for tp, _ in gone:
             part = self.replicas.remove(*tp)
             self.replicas.offline[tp] = d
+            if self.cleaner is not None:
+                self.cleaner.on_log_removed(tp)
             if part is not None:
                 self.fetchers.unfollow(part)
                 self.on_coordinator_role(part)
@@ -527,6 +567,26 @@ class Broker:
         for k, p in self.replicas.partitions.items():
             by_dir.setdefault(p.log.dir.parent, {})[k] = p.hw
         return [(d / REPLICATION_OFFSET_CHECKPOINT, hws) for d, hws in by_dir.items()]
+
+    def _flush_partition(self, part: Partition) -> None:
+        """flush.messages reached in `part`'s log: a worker thread fdatasyncs its segments (the
+        event loop never waits for a disk), then `part.flush_done` on the loop moves the
+        recovery point and answers the produces that waited for it. Tracked with the checkpoint
+        writes, so that a shutdown waits for it."""
+        lg = part.log
+        try:
+            target, fds = lg.flush_fds()
+        except (OSError, StorageError) as e:
+            part.flush_done(lg, -1, e)
+            return
+        fut = self.loop.run_in_executor(None, sync_and_close, fds, True)
+        self._background.add(fut)
+
+        def done(f: asyncio.Future[None]) -> None:
+            self._background.discard(f)
+            part.flush_done(lg, target, None if f.cancelled() else f.exception())
+
+        fut.add_done_callback(done)
 
     def _write_topic_ids(self, dirs: list[tuple[Path, tuple[int, int]]], topic_id: str) -> None:
         """Write partition.metadata into each of `dirs` (with its inode when created) in a
@@ -666,7 +726,9 @@ class Broker:
             lst = Listener(self.loop, name, host, port, self.dispatcher, max_req, quotas=self.quotas,
                            max_pending=int(cfg.get("queued.max.requests")),
                            backlog=int(cfg.get("socket.listen.backlog.size")), ssl_context=context,
-                           principal_rules=rules, sasl=auth)
+                           principal_rules=rules, sasl=auth, timed=self.dispatcher.metrics.enabled,
+                           send_buffer=int(cfg.get("socket.send.buffer.bytes")),
+                           receive_buffer=int(cfg.get("socket.receive.buffer.bytes")))
             lst.start()  # bound; accepting starts once the cluster view is loaded
             self.listeners.append(lst)
             if context is not None:
@@ -715,6 +777,26 @@ class Broker:
             self._tls_ids[lst.name] = ident
             log.info("Listener %s: TLS key and trust stores loaded again; new connections use them", lst.name)
 
+    async def start_metrics(self) -> None:
+        """Listen on prometheus.listener (when set) for GET /metrics."""
+        where = self.config.prometheus_listener()
+        if where is None:
+            return
+        self.dispatcher.metrics.enabled = True
+        host, port = where
+        exposition = Exposition(ScrapeSources(
+            node_id=self.node_id, replicas=self.replicas, topics=self.topics, listeners=self.listeners,
+            requests=self.dispatcher.metrics, isr=self.isr, controller=self.controller, cluster=self.cluster,
+            groups=self.groups, purgatory=self.purgatory, loop_monitor=self.monitor))
+        server = MetricsServer(self.loop, host, port, exposition.render)
+        try:
+            await server.start()
+        except OSError as e:
+            why = os.strerror(e.errno) if e.errno else str(e)
+            raise ConfigError(f"prometheus.listener={host}:{port}: cannot listen there: {why}") from None
+        self.metrics_server = server
+        log.info("Serving metrics at http://%s:%d/metrics", host or "0.0.0.0", server.port)
+
     def _connection_limits(self) -> Limits:
         """The connection limits in force (max.connections* are dynamic: the config of now)."""
         cfg = self.config
@@ -749,8 +831,37 @@ class Broker:
         self._every(1000, lambda: logs.release_due(now_ms()), "deleted files")
         # flush_due also fsyncs rolled segments so the recovery point advances; it is cheap
         # when nothing is due, so it runs at least every second whatever the scheduler says.
+        # The data it would fdatasync (a rolled segment: up to segment.bytes of dirty pages) is
+        # synced first in a worker thread; flush_due then runs on the loop with little left.
         flush_every = min(self.config.get("log.flush.scheduler.interval.ms"), 1000)
-        self._every(flush_every, lambda: logs.flush_due(now_ms()), "scheduled flush")
+        presyncing = False
+
+        def scheduled_flush() -> None:
+            nonlocal presyncing
+            if presyncing:
+                return
+            fds = logs.presync_due(now_ms())
+            if not fds:
+                logs.flush_due(now_ms())
+                return
+            presyncing = True
+
+            def synced(_: object) -> None:
+                nonlocal presyncing
+                presyncing = False
+                try:
+                    logs.flush_due(now_ms())
+                except Exception:
+                    log.exception("scheduled flush failed")
+
+            try:
+                self.loop.run_in_executor(None, sync_and_close, fds).add_done_callback(synced)
+            except RuntimeError:  # (the executor is shutting down with the broker)
+                presyncing = False
+                for fd in fds:
+                    os.close(fd)
+
+        self._every(flush_every, scheduled_flush, "scheduled flush")
         self._every(self.config.get("log.flush.offset.checkpoint.interval.ms"),
                     self._in_background(logs.checkpoint_snapshot, write_checkpoints, "checkpoint"), "checkpoint")
         self._every(self.config.get("replica.high.watermark.checkpoint.interval.ms"),
@@ -759,8 +870,8 @@ class Broker:
         self._every(max(int(self.config.get("replica.lag.time.max.ms")) // 2, 10), self.shrink_isrs, "ISR check")
         self._every(1000, self.role_log.flush, "role change summary")
         self._every(1000, self.isr.flush_log, "ISR change summary")
-        self._every(self.config.get("log.cleaner.backoff.ms"), self.groups.maybe_compact,
-                    "__consumer_offsets compaction")
+        if self.cleaner is not None:
+            self.cleaner.start()
         self.transactions.start_timers(self.loop)
 
     async def run(self) -> int:
@@ -773,12 +884,15 @@ class Broker:
         self.monitor.start()
         t0 = self._started = time.monotonic()
         await self.open_storage()
+        await self.start_metrics()  # (first: a port it cannot have stops the start before clients connect)
         self.start_listeners()
         assert self.store is not None
         self.session.install()
         self.controller.start()
         await self._retrying("registering", self.session.register)
         await self._retrying("loading the cluster metadata", self.load_cluster)
+        if self.log_dir_moves is not None and self.logs is not None:
+            self.log_dir_moves.resume(self.logs.interrupted_moves)
         await self._retrying("reading the SCRAM secret", lambda: self.scram.load_secret(self.entity_configs.store))
         await self._retrying("loading user and client configs", self.entity_configs.start)
         if self.authorizer is not None:
@@ -860,8 +974,14 @@ class Broker:
             await self.authorizer.stop()
         for lst in self.listeners:
             lst.close()
+        if self.metrics_server is not None:
+            self.metrics_server.close()
         self.groups.shutdown()
         self.transactions.shutdown()
+        if self.cleaner is not None:
+            await self.cleaner.shutdown()
+        if self.log_dir_moves is not None:
+            await self.log_dir_moves.shutdown()
         if self._background:  # a checkpoint being written: the final ones must come after it
             await asyncio.wait(list(self._background))
         if self.purgatory is not None:

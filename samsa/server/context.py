@@ -26,8 +26,10 @@ Three lifetimes, three places:
 The types handlers meet through the context are re-exported here, so that a handler names them
 without importing the modules that define them: `Topic` (`ctx.topics`), `Partition`
 (`ctx.replicas`), `Controller` (`ctx.controller`), `ClientQuotas` (`ctx.quotas`);
-`validate_topic_name`, Kafka's rule for topic names (`topics.py`); and the ACL vocabulary
-(`acls.py`: `Op`, `ResourceType`, ...).
+`validate_topic_name`, Kafka's rule for topic names (`topics.py`); the ACL vocabulary
+(`acls.py`: `Op`, `ResourceType`, ...); and what produce and fetch count in (`metrics.py`:
+`TopicStats`, a topic's counters, reached through `ctx.replicas` or a `Partition`, and
+`NOT_A_PRODUCE_FAILURE`).
 
 Authorization: `ctx.authorize(op, resource type, name)` asks the broker's authorizer about the
 connection's principal and address (always True when `authorizer.class.name` is unset), as
@@ -37,7 +39,7 @@ Kafka's handlers ask theirs; `ctx.authorizer` is the authorizer itself, for the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,21 +61,25 @@ from samsa.server.acls import (
     binding_problem,
 )
 from samsa.server.admin import AdminManager
+from samsa.server.alter_log_dirs import ReplicaAlterLogDirsManager
 from samsa.server.authorizer import Authorizer
 from samsa.server.cluster import ClusterView
 from samsa.server.entity_configs import EntityConfigs
 from samsa.server.fetch_sessions import FetchSessionCache
 from samsa.server.group_manager import GroupManager
+from samsa.server.log_cleaner import LogCleaningState
+from samsa.server.metrics import NOT_A_PRODUCE_FAILURE, TopicStats
 from samsa.server.network import ANONYMOUS
 from samsa.server.producer_ids import ProducerIdManager
 from samsa.server.purgatory import Purgatory
 from samsa.server.quotas import ClientQuotas
 from samsa.server.replica_manager import Partition, ReplicaManager
 from samsa.server.sasl import SaslAuthenticator, authenticated, begin_reauthentication
-from samsa.server.topics import Topic, validate_topic_name
+from samsa.server.topics import Topic, TopicIdIndex, validate_topic_name
 from samsa.server.txn_manager import TransactionManager
 
-__all__ = ["ANONYMOUS", "CLUSTER_NAME", "Authorizer", "Binding", "BindingFilter", "BrokerServices",
+__all__ = ["ANONYMOUS", "CLUSTER_NAME", "NOT_A_PRODUCE_FAILURE", "TopicStats",
+           "Authorizer", "Binding", "BindingFilter", "BrokerServices",
            "ClientConnection", "ClientQuotas", "Controller", "Endpoint", "Entry", "Op", "Partition", "Pattern",
            "PatternType", "Permission", "RequestContext", "ResourceType", "Topic", "binding_problem",
            "validate_topic_name", "authenticated",
@@ -132,6 +138,11 @@ class BrokerServices:
     authorizer: Authorizer | None = None  # authorizer.class.name set: the ACL authorizer
     # the log dirs that failed (offline until a restart): DescribeLogDirs reports them
     offline_log_dirs: Callable[[], Collection[Path]] = lambda: ()
+    # the log cleaner's state of each compacted log here (server/log_cleaner.py; {} without one)
+    describe_log_cleaner: Callable[[], Mapping[tuple[str, int], LogCleaningState]] = dict
+    # moves of replicas between this broker's log dirs (AlterReplicaLogDirs; None: not served)
+    log_dir_moves: ReplicaAlterLogDirsManager | None = None
+    topic_ids: TopicIdIndex | None = None  # over `topics`, made at first use (`RequestContext.topic_name`)
 
     @property
     def config(self) -> BrokerConfig:
@@ -228,6 +239,13 @@ class RequestContext:
     def topics(self) -> dict[str, Topic]:
         return self.services.topics
 
+    def topic_name(self, topic_id: bytes) -> str | None:
+        """The name of the topic with this id (KIP-516), None when no topic has it."""
+        index = getattr(self.services, "topic_ids", None)
+        if index is None:
+            index = self.services.topic_ids = TopicIdIndex(self.services.topics)
+        return index.name(topic_id)
+
     @property
     def replicas(self) -> ReplicaManager:
         return self.services.replicas
@@ -290,3 +308,7 @@ class RequestContext:
 
     def offline_log_dirs(self) -> Collection[Path]:
         return self.services.offline_log_dirs()
+
+    @property
+    def log_dir_moves(self) -> ReplicaAlterLogDirsManager | None:
+        return self.services.log_dir_moves

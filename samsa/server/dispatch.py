@@ -21,6 +21,17 @@ because a throttled fetch sends no data). The longest throttle time goes into th
 `throttle_time_ms` and mutes the connection for as long (KIP-219); a response version whose
 client does not throttle itself is held back for that time instead. SASL requests and
 followers' fetches are exempt. Without quotas the request path pays one attribute check.
+
+Request metrics (`metrics.py`), when on (`metrics.enabled`: the Prometheus endpoint is): each
+request served is counted under its API's `RequestStats` (a fetch under FetchConsumer or
+FetchFollower, and Fetch) and version, its response's error codes counted by a walker
+generated from its schema (`StructCodec.count_errors`), and the stats named to the connection
+(`conn.request_stats`), which times the request. Off, a request pays one attribute check.
+
+The request log (Kafka's `kafka.request.logger`): with the logger `samsa.request.logger` at
+DEBUG when the broker starts (`samsa broker start --request-log`), every request is logged as
+it arrives, with its API, version, peer, client id and correlation id (to see, say, which
+Fetch version a client negotiated). Off, it costs one attribute check per request.
 """
 
 from __future__ import annotations
@@ -42,17 +53,21 @@ from samsa.protocol.messages import (
     decode_request_header,
     encode_response,
     request_codec,
+    response_codec,
 )
 from samsa.protocol.schema import Out
 from samsa.protocol.wire import I16, I32, DecodeError
 from samsa.ratelimit import RateLimitedLog
+from samsa.server.authorizer import api_names
 from samsa.server.context import BrokerServices, RequestContext
+from samsa.server.metrics import RequestMetrics, RequestStats
 from samsa.server.network import Connection
 from samsa.server.quotas import client_throttles
 from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.server.sasl import authenticated, sasl_failed
 
 log = logging.getLogger("samsa.requests")
+request_log = logging.getLogger("samsa.request.logger")
 Account = Callable[[Any], tuple[Any, int]]  # an answer -> (the answer with its throttle time, delay in ms)
 _KEY_VERSION = struct.Struct(">hh")
 _BEFORE_AUTH = frozenset({17, 18, 36})  # SaslHandshake, ApiVersions, SaslAuthenticate
@@ -71,6 +86,10 @@ class Dispatcher:
         self.services = services
         self.handlers: dict[int, ModuleType] = {m.API_KEY: m for m in modules}
         self._warn = RateLimitedLog(log, interval_s=10.0)
+        self.metrics = RequestMetrics(supported_versions(modules), api_names(modules))
+        self._stats = self.metrics.by_key
+        self._error_counters: dict[int, Callable[[Any], dict[int, int] | None]] = {}  # by api key << 16 | version
+        self._log_requests = request_log.isEnabledFor(logging.DEBUG)
 
     def api_versions(self) -> list[tuple[int, int, int]]:
         return supported_versions(self.handlers.values())
@@ -100,24 +119,53 @@ class Dispatcher:
         except DecodeError as e:
             raise FrameError(f"malformed request (api {api_key} v{version}): {e}") from None
         conn.client_id = header.client_id
+        if self._log_requests:
+            request_log.debug("Received %s v%d from %s (client id %s, correlation id %d)",
+                              module.__name__.rsplit(".", 1)[-1], version, conn.peer_str, header.client_id,
+                              header.correlation_id)
         ctx = RequestContext(self.services, conn, header)
+        stats = None
+        if self.metrics.enabled:
+            stats = self._stats[api_key]
+            if api_key == _FETCH:
+                stats = (self.metrics.fetch_follower if getattr(body, "replica_id", -1) >= 0
+                         else self.metrics.fetch_consumer)
+            stats.count(version)
+            conn.request_stats = stats
         if self.services.quotas.enabled and api_key not in _QUOTA_EXEMPT and (
                 api_key != _FETCH or getattr(body, "replica_id", -1) < 0):  # (replication is no client's)
-            return self._with_quotas(conn, ctx, module, body, len(frame), started)
+            return self._with_quotas(conn, ctx, module, body, len(frame), started, stats)
         try:
             result = module.handle(ctx, body)
         except Exception as e:
-            result = self._failed(ctx, e)
+            result = self._failed(ctx, e, body)
         if result is NO_RESPONSE:
             return NO_RESPONSE
         if isinstance(result, Pending):
-            return self._answer_later(ctx, result)
+            return self._answer_later(ctx, result, stats=stats)
         if inspect.isawaitable(result):
-            return self._after_io(ctx, result)
-        return self._encode(ctx, result)
+            return self._after_io(ctx, result, stats=stats)
+        return self._encode(ctx, result, stats)
 
-    def _encode(self, ctx: RequestContext, body: Any) -> Out:
+    def _count_errors(self, stats: RequestStats, api_key: int, version: int, body: Any) -> None:
+        key = api_key << 16 | version
+        count = self._error_counters.get(key)
+        if count is None:
+            count = self._error_counters[key] = response_codec(api_key, version).error_counter()
+        found = count(body)
+        if found:
+            stats.add_errors(found)
+
+    def _encode(self, ctx: RequestContext, body: Any, stats: RequestStats | None = None) -> Out:
         h = ctx.header
+        if stats is not None and not isinstance(body, Out):
+            count = self._error_counters.get(h.api_key << 16 | h.api_version)
+            if count is None:
+                self._count_errors(stats, h.api_key, h.api_version, body)
+            else:
+                found = count(body)
+                if found:
+                    stats.add_errors(found)
         try:
             return encode_response(h.api_key, h.api_version, h.correlation_id, body)
         except Exception as e:
@@ -126,14 +174,14 @@ class Dispatcher:
             raise FrameError("internal error (see the log above); closing the connection") from None
 
     def _with_quotas(self, conn: Connection, ctx: RequestContext, module: ModuleType, body: Any, size: int,
-                     started: float) -> Any:
+                     started: float, stats: RequestStats | None) -> Any:
         """`__call__`'s path when client quotas are configured (see the module doc); `started`
         is when the request's decoding began."""
         acks = getattr(body, "acks", 1)
         try:
             result = module.handle(ctx, body)
         except Exception as e:
-            result = self._failed(ctx, e)
+            result = self._failed(ctx, e, body)
         busy = time.perf_counter() - started
         quotas = self.services.quotas
         if result is NO_RESPONSE:  # acks=0: bandwidth only, and no response to carry the time
@@ -144,11 +192,11 @@ class Dispatcher:
             return self._throttle(conn, ctx, answer, busy, size, acks)
 
         if isinstance(result, Pending):
-            return self._answer_later(ctx, result, account)
+            return self._answer_later(ctx, result, account, stats)
         if inspect.isawaitable(result):
-            return self._after_io(ctx, result, account)
+            return self._after_io(ctx, result, account, stats)
         result, delay_ms = account(result)
-        out = self._encode(ctx, result)
+        out = self._encode(ctx, result, stats)
         if not delay_ms:
             return out
         held = Pending()  # an old client's throttled response: held back
@@ -195,7 +243,8 @@ class Dispatcher:
         out.extend(step.reply)
         return out
 
-    def _answer_later(self, ctx: RequestContext, pending: Pending, account: Account | None = None) -> Pending:
+    def _answer_later(self, ctx: RequestContext, pending: Pending, account: Account | None = None,
+                      stats: RequestStats | None = None) -> Pending:
         """A Pending of the response frame, from the handler's Pending of its body (a body that
         is already a frame, as a fetch answered from an append, goes as it is); `account`
         applies the client's quotas to the body once it is ready."""
@@ -217,6 +266,8 @@ class Dispatcher:
             if account is not None:
                 body, delay_ms = account(body)
             if not isinstance(body, Out):
+                if stats is not None:
+                    self._count_errors(stats, header.api_key, header.api_version, body)
                 try:
                     body = encode_response(header.api_key, header.api_version, header.correlation_id, body)
                 except Exception as e:  # a bug: this connection closes (logged there)
@@ -232,7 +283,8 @@ class Dispatcher:
         pending.on_done(done)
         return out
 
-    def _after_io(self, ctx: RequestContext, awaitable: Any, account: Account | None = None) -> Pending:
+    def _after_io(self, ctx: RequestContext, awaitable: Any, account: Account | None = None,
+                  stats: RequestStats | None = None) -> Pending:
         """A handler awaiting the metadata store: its task's result (a body, or a Pending of one
         when it then waits in the purgatory) as a Pending. A closed connection does not stop
         the task (its writes go on, as Kafka's do), only drops the answer."""
@@ -264,12 +316,13 @@ class Dispatcher:
 
         body.on_cancel(cancel)
         task.add_done_callback(finished)
-        return self._answer_later(ctx, body, account)
+        return self._answer_later(ctx, body, account, stats)
 
-    def _failed(self, ctx: RequestContext, e: Exception) -> dict[str, Any]:
+    def _failed(self, ctx: RequestContext, e: Exception, request: Any = None) -> dict[str, Any]:
         """The answer to a request whose handler raised: a Kafka error is the client's; the
         metadata store being away refuses only what needs it; anything else is a bug and
-        closes the connection."""
+        closes the connection (a produce or fetch `request` then counts as failed for each of
+        its partitions, Kafka's "unexpected failure")."""
         h, peer = ctx.header, ctx.conn.peer_str
         if isinstance(e, KafkaError):
             log.info("request api %d v%d from %s failed: %s", h.api_key, h.api_version, peer, e)
@@ -279,6 +332,12 @@ class Dispatcher:
                                h.api_key, h.api_version, peer, e)
             return {"error_code": int(ErrorCode.REQUEST_TIMED_OUT), "error_message": f"metadata store unavailable: {e}"}
         log.error("internal error handling api %d v%d from %s", h.api_key, h.api_version, peer, exc_info=e)
+        if request is not None and h.api_key in (_PRODUCE, _FETCH):
+            topics = request.topic_data if h.api_key == _PRODUCE else request.topics
+            self.services.replicas.topic_stats.unexpected_failure(
+                h.api_key, [(str(getattr(t, "name", None) or getattr(t, "topic", "")),
+                             len(getattr(t, "partition_data", None) or getattr(t, "partitions", None) or ()))
+                            for t in topics])
         raise FrameError("internal error (see the log above); closing the connection") from None
 
     def _unsupported(self, conn: Connection, frame: bytearray, api_key: int, version: int,

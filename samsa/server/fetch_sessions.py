@@ -22,6 +22,12 @@ high watermark, last stable offset or log start offset other than what the sessi
 sent. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
 INVALID_FETCH_SESSION_EPOCH (top-level errors); the fetcher then starts a new session.
 
+From Fetch v13 (KIP-516) requests name topics by id, and a session opened so keys its
+partitions by (topic id, partition), as Kafka's do: a topic deleted and created again under the
+same name is another topic to it. An incremental fetch must use topic ids exactly when the
+session does (a fetcher that changed versions mid-session): FETCH_SESSION_TOPIC_ID_ERROR
+otherwise, as in Kafka. (`topic` below is the key: a name, or a topic id's 16 bytes.)
+
 The cache holds `max.incremental.fetch.session.cache.slots` sessions. A new session that finds
 it full may take the slot of the least recently used one, if that one has been idle for two
 minutes (Kafka's fixed eviction time; a follower's session may only be taken by another
@@ -46,7 +52,7 @@ INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 
-TP = tuple[str, int]
+TP = tuple[str | bytes, int]  # (topic name, or topic id from Fetch v13, partition)
 
 
 @dataclass
@@ -76,6 +82,7 @@ class FetchSession:
     epoch: int = 1  # the epoch the next incremental fetch must carry
     last_used: float = 0.0
     created: float = 0.0
+    uses_ids: bool = False  # opened by a Fetch v13+: its partitions are keyed by topic id
 
 
 @dataclass
@@ -142,7 +149,8 @@ class FetchSessionCache:
         s.last_used = self._clock()
         self._sessions.move_to_end(s.id)
 
-    def _new(self, privileged: bool, partitions: OrderedDict[TP, CachedPartition]) -> FetchSession | None:
+    def _new(self, privileged: bool, partitions: OrderedDict[TP, CachedPartition],
+             uses_ids: bool = False) -> FetchSession | None:
         now = self._clock()
         if self.max_slots <= 0:
             return None
@@ -157,12 +165,13 @@ class FetchSessionCache:
             if sid > 0x7FFFFFFF:
                 self._ids = itertools.count(1)
             sid = next(self._ids)
-        s = FetchSession(sid, privileged, partitions, epoch=1, last_used=now, created=now)
+        s = FetchSession(sid, privileged, partitions, epoch=1, last_used=now, created=now, uses_ids=uses_ids)
         self._sessions[sid] = s
         return s
 
-    def plan(self, req: Any, privileged: bool) -> FetchPlan:
-        """Work out a fetch request's session (see the module docstring)."""
+    def plan(self, req: Any, privileged: bool, uses_ids: bool = False) -> FetchPlan:
+        """Work out a fetch request's session (see the module docstring); `uses_ids`: the
+        request names topics by id (v13+), its topics' `topic` being the id."""
         session_id = getattr(req, "session_id", INVALID_SESSION_ID) or INVALID_SESSION_ID
         epoch = getattr(req, "session_epoch", FINAL_EPOCH)
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full fetch, maybe closing a session first
@@ -174,13 +183,15 @@ class FetchSessionCache:
                 for t in req.topics:
                     for fp in t.partitions:
                         parts[(t.topic, fp.partition)] = _cached(fp)
-                plan.session = self._new(privileged, parts)
+                plan.session = self._new(privileged, parts, uses_ids)
             return plan
         s = self._sessions.get(session_id)
         if s is None:
             return FetchPlan(error=ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
         if epoch != s.epoch:
             return FetchPlan(error=ErrorCode.INVALID_FETCH_SESSION_EPOCH)
+        if s.uses_ids != uses_ids:
+            return FetchPlan(error=ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)
         for t in req.topics:
             for fp in t.partitions:
                 key = (t.topic, fp.partition)
@@ -203,7 +214,7 @@ def _cached(fp: Any) -> CachedPartition:
 
 
 def _as_topics(items: Iterable[tuple[TP, CachedPartition]]) -> list[SimpleNamespace]:
-    by_topic: dict[str, list[SimpleNamespace]] = {}
+    by_topic: dict[str | bytes, list[SimpleNamespace]] = {}
     for (topic, index), c in items:
         by_topic.setdefault(topic, []).append(c.request_view(index))
     return [SimpleNamespace(topic=t, partitions=ps) for t, ps in by_topic.items()]

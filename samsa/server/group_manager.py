@@ -27,12 +27,10 @@ view. The topic is created with
 (capped at the live brokers), in a ZooKeeper cluster on the first FindCoordinator once that
 many brokers are alive, as Kafka does.
 
-Compaction "by snapshot": when a partition's log holds many more records than the shard's
-live state, the manager rolls the log, appends the live records again, and moves the log
-start offset to them; whole old segments are then deleted by retention. Replaying the log
-from its start gives the same state, so committed offsets survive restarts and kill -9 while
-the topic stays bounded. A partition is not compacted while a transaction holds pending
-offsets in it (Kafka's cleaner stops at the first unstable offset likewise).
+Compaction: `__consumer_offsets` is a compacted topic, cleaned by the broker's log cleaner
+like any other (server/log_cleaner.py): the latest record per key survives, tombstones go
+after delete.retention.ms, and nothing is cleaned past an open transaction. Replaying what is
+left gives the same state (`GroupCoordinatorShard.compact_view` is that state as records).
 
 Transactions: a TxnOffsetCommit's records are appended as a transactional batch of the
 producer (its id and epoch, base sequence -1, the transactional attribute), as Kafka's
@@ -105,10 +103,11 @@ class GroupManager:
         self.broker = broker
         self.shards: dict[int, GroupCoordinatorShard] = {}
         self.timers: dict[int, asyncio.TimerHandle] = {}
-        self.appended: dict[int, int] = {}  # records appended per partition since the last compaction
         self.num_partitions = int(broker.config.get("offsets.topic.num.partitions"))
         self._running = False  # an operation or tick is running on a shard
         self._answers: list[tuple[Pending, Any]] = []  # answers given during it
+        # Rebalances counted by shards since unloaded (the totals must not go back): classic, consumer
+        self.retired_rebalances = [0, 0]
 
     # -- start-up -------------------------------------------------------------------------------
 
@@ -174,6 +173,8 @@ class GroupManager:
     def _unload(self, shard: GroupCoordinatorShard) -> None:
         """Answer the requests parked in the shard (NOT_COORDINATOR) and drop its state. The
         answers go at once: they wait for no record, and this broker may write none."""
+        self.retired_rebalances[0] += shard.completed_rebalances
+        self.retired_rebalances[1] += shard.consumer_group_rebalances
         self._running = True
         try:
             shard.unload()
@@ -194,7 +195,6 @@ class GroupManager:
         records = list(self._read_records(partition))
         shard.replay(records)
         self.shards[partition.index] = shard
-        self.appended[partition.index] = len(records)
         self._schedule(partition.index)
         return len(records)
 
@@ -358,7 +358,6 @@ class GroupManager:
         outcome = partition.append(buf, scan_batches(buf), log_append_time=False)
         if outcome.error != 0:
             raise KafkaError(outcome.error, outcome.message)
-        self.appended[index] = self.appended.get(index, 0) + len(records)
 
     def _schedule(self, index: int) -> None:
         old = self.timers.pop(index, None)
@@ -401,35 +400,12 @@ class GroupManager:
             log.error("completing the transaction of producer %d on %s-%d failed", producer_id, OFFSETS_TOPIC,
                       index, exc_info=error)
 
-    # -- compaction ----------------------------------------------------------------------------
-
-    def maybe_compact(self) -> int:
-        """Snapshot-compact partitions whose logs are mostly superseded records.
-
-        A partition qualifies, as for Kafka's cleaner, once it has rolled at least one segment
-        and more than `log.cleaner.min.cleanable.ratio` of its records are dead.
-        """
-        ratio = float(self.broker.config.get("log.cleaner.min.cleanable.ratio"))
-        done = 0
-        for index, shard in self.shards.items():
-            partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-            total = self.appended.get(index, 0)
-            if partition is None or partition.log.segment_count < 2 or total == 0 or shard.has_pending_transactions:
-                continue  # (pending offsets: their transactional records and markers are what a replay needs)
-            live = shard.compact_view()
-            if (total - len(live)) / total <= ratio:
-                continue
-            lg = partition.log
-            lg.roll()
-            start = lg.log_end_offset
-            if live:
-                self._append(index, live)
-            lg.delete_records_before(start)
-            self.appended[index] = len(live)
-            done += 1
-            log.info("Compacted %s-%d to %d live records (log now starts at %d)", OFFSETS_TOPIC, index,
-                     len(live), start)
-        return done
+    def rebalances(self) -> tuple[int, int]:
+        """Rebalances completed since the start by the shards here (classic groups that became
+        Stable, consumer groups' epoch bumps), those of shards since unloaded included."""
+        shards = list(self.shards.values())
+        return (self.retired_rebalances[0] + sum(s.completed_rebalances for s in shards),
+                self.retired_rebalances[1] + sum(s.consumer_group_rebalances for s in shards))
 
     def shutdown(self) -> None:
         for t in self.timers.values():

@@ -51,6 +51,11 @@ class IsrManager:
         self._warn = RateLimitedLog(log, interval_s=10.0)
         self._changes = BurstLog(log)  # a broker rejoining 10,000 ISRs: 20 lines a second, then a count
         self._closed = False
+        self.expands = 0  # ISR changes written that added followers (Kafka's IsrExpandsPerSec)
+        self.shrinks = 0  # and that removed some (IsrShrinksPerSec)
+        # The ISR each pending proposal changes (by the time the write is acknowledged, the
+        # partition may already show the new one, delivered by the store's watch).
+        self._before: dict[tuple[str, int], list[int]] = {}
 
     def propose(self, part: Partition, isr: list[int]) -> None:
         if self._closed or part.pending_isr is not None or not part.is_leader or isr == part.isr:
@@ -58,6 +63,7 @@ class IsrManager:
         part.pending_isr = list(isr)
         part.pending_isr_epoch = part.leader_epoch
         self._pending[(part.topic, part.index)] = part
+        self._before[(part.topic, part.index)] = list(part.isr)
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._flush(), name="isr-writer")
 
@@ -105,6 +111,7 @@ class IsrManager:
         for part, st, res in zip(batch, states, results):
             if isinstance(res, BadVersion):
                 part.pending_isr = None
+                self._before.pop((part.topic, part.index), None)
                 stale.append(part)
             elif isinstance(res, StoreError):
                 self._warn.warning(f"{part}", "Could not change the ISR of %s to %s (will retry): %s", part,
@@ -113,12 +120,16 @@ class IsrManager:
                     retry.append(part)
             else:
                 st.version = int(res)
-                old = part.isr
+                old = self._before.pop((part.topic, part.index), part.isr)
                 part.pending_isr = None
                 if part.is_leader and part.leader_epoch == st.leader_epoch:
                     part.state_version = st.version
                     part.isr = list(st.isr)
                 kind = "expanded" if len(st.isr) > len(old) else "shrank"
+                if kind == "expanded":
+                    self.expands += 1
+                else:
+                    self.shrinks += 1
                 self._changes.note("ISR expansions" if kind == "expanded" else "ISR shrinks",
                                    "ISR of %s %s from %s to %s", part, kind, ",".join(map(str, old)),
                                    ",".join(map(str, st.isr)))
@@ -142,6 +153,7 @@ class IsrManager:
 
     def close(self) -> None:
         self._closed = True
+        self._before.clear()
         if self._task is not None:
             self._task.cancel()
             self._task = None

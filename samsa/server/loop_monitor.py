@@ -10,6 +10,8 @@ act) and, when the loop ticks again, one warning gives the stall's length and th
       samsa/storage/log.py:120 in open
 
 Stalls are counted (`stalls`, `longest_ms`) and the warning is rate-limited per culprit.
+Every tick's lag also goes into a histogram (`lags`) and the largest of the last 10 to 20
+seconds is kept (`recent_max_s`): the Prometheus endpoint's event-loop metrics.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 import traceback
 
 from samsa.ratelimit import RateLimitedLog
+from samsa.server.metrics import LAG_BUCKETS_S, Histogram
 
 log = logging.getLogger("samsa.loop")
 
@@ -41,6 +44,14 @@ class LoopMonitor:
         self._thread: threading.Thread | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._warn = RateLimitedLog(log, interval_s=10.0)
+        self.lags = Histogram(LAG_BUCKETS_S)  # each tick's lag, seconds
+        self._max_now = self._max_before = 0.0  # the largest lag of this 10-s window and of the last one
+        self._window_ends = time.monotonic() + 10.0
+
+    @property
+    def recent_max_s(self) -> float:
+        """The largest lag of the last 10 to 20 seconds."""
+        return max(self._max_now, self._max_before)
 
     def start(self) -> None:
         self._loop_thread = threading.get_ident()
@@ -57,8 +68,14 @@ class LoopMonitor:
 
     def _tick(self) -> None:
         now = time.monotonic()
-        lag = now - self._stamp - self.tick_s
+        lag = max(now - self._stamp - self.tick_s, 0.0)
         self._stamp = now
+        self.lags.observe(lag)
+        if now >= self._window_ends:
+            self._max_before, self._max_now = self._max_now, 0.0
+            self._window_ends = now + 10.0
+        if lag > self._max_now:
+            self._max_now = lag
         stack, self._stack = self._stack, None
         if lag >= self.threshold_s:
             self.stalls += 1

@@ -23,6 +23,13 @@ one log line; the broker and every other connection carry on.
 A client over its quota (`quotas.py`) is throttled as KIP-219 says: `throttle(ms)` stops reading
 from the connection (requests already received wait too) until a timer of the loop ends it;
 responses already made still go out. One timer per throttled connection, nothing else.
+
+Request timing (`metrics.py`), on a listener with `timed` (the Prometheus endpoint is on): the
+handler names the request's `RequestStats` in `request_stats` while it runs; the connection
+stamps the read that brought the request, the handler's start and end, the answer being ready,
+handed to the socket, and its last byte sent (`sent` counts the bytes the socket took: an
+answer is out once `sent` passes where its bytes ended in the write queue). Untimed, a request
+pays one flag check.
 """
 
 from __future__ import annotations
@@ -35,12 +42,14 @@ import socket
 import ssl
 from collections import deque
 from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.schema import Out
 from samsa.ratelimit import RateLimitedLog
 from samsa.server.connection_quotas import ConnectionQuotas, Limits
+from samsa.server.metrics import RequestStats
 from samsa.server.responses import NO_RESPONSE, Pending
 from samsa.server.sasl import ListenerSasl, SaslAuthenticator
 from samsa.server.tls import principal_of
@@ -63,12 +72,14 @@ ANONYMOUS = "User:ANONYMOUS"  # Kafka's principal for a client that has not auth
 
 
 class _Slot:
-    __slots__ = ("done", "out", "waiting")
+    __slots__ = ("done", "out", "stats", "t0", "t1", "t2", "t3", "t4", "waiting")
 
     def __init__(self) -> None:
         self.done = False
         self.out: Out | None = None
         self.waiting: Pending | None = None
+        self.stats: RequestStats | None = None  # timed: the request's metrics (then t0..t4 are set)
+        self.t0 = self.t1 = self.t2 = self.t3 = self.t4 = 0.0  # (see the module doc)
 
 
 class Connection:
@@ -105,6 +116,12 @@ class Connection:
         self.closing_after_reply = False
         self.throttled = False  # muted by a quota until `_unthrottle` runs
         self._unthrottle: asyncio.TimerHandle | None = None
+        # Request timing (see the module doc)
+        self.timed: bool = server.timed
+        self.request_stats: RequestStats | None = None  # set by the handler of the request being dispatched
+        self.read_at = 0.0
+        self.sent = 0  # bytes the socket has taken
+        self.sending: deque[tuple[int, _Slot]] = deque()  # timed answers written, not all sent yet
 
     @property
     def listener(self) -> str:
@@ -147,6 +164,8 @@ class Connection:
         frames = self.frames
         quotas = self.quotas
         self.last_active = quotas.now
+        if self.timed:
+            self.read_at = perf_counter()
         if quotas.memory_limit > 0:
             self._cut_frames()
             return
@@ -164,6 +183,8 @@ class Connection:
         """`_on_readable`'s frame loop under queued.max.request.bytes: a large request starts
         only while the broker's requests hold less than that; what this one holds is counted."""
         frames, quotas = self.frames, self.quotas
+        if self.timed:
+            self.read_at = perf_counter()
         allow = quotas.memory_available()
         try:
             while not self.closed and not self.throttled:
@@ -222,15 +243,28 @@ class Connection:
             self._resume_reading()
 
     def _dispatch(self, frame: bytearray) -> None:
+        timed = self.timed
+        t1 = 0.0
+        if timed:
+            self.request_stats = None
+            t1 = perf_counter()
         try:
             result = self.server.handler(self, frame)
         except FrameError as e:
             log.warning("closing connection from %s: %s", self.peer_str, e)
             self.close()
             return
+        stats = self.request_stats if timed else None
         if result is NO_RESPONSE:
+            if stats is not None:
+                stats.record_no_response(self.read_at, t1, perf_counter())
             return
         slot = _Slot()
+        if stats is not None:
+            slot.stats = stats
+            slot.t0 = self.read_at
+            slot.t1 = t1
+            slot.t2 = slot.t3 = perf_counter()
         self.pending.append(slot)
         if isinstance(result, Out) or result is None:
             slot.done = True
@@ -248,6 +282,8 @@ class Connection:
         slot.waiting = None
         if self.closed:
             return
+        if slot.stats is not None:
+            slot.t3 = perf_counter()
         if error is not None:
             if isinstance(error, FrameError):
                 log.warning("closing connection from %s: %s", self.peer_str, error)
@@ -262,9 +298,17 @@ class Connection:
     def _flush_pending(self) -> None:
         pending = self.pending
         while pending and pending[0].done:
-            out = pending.popleft().out
+            slot = pending.popleft()
+            out = slot.out
             if out is not None:
                 self._enqueue(out)
+            stats = slot.stats
+            if stats is not None:  # timed: sent once `sent` passes its end
+                slot.t4 = perf_counter()
+                if out is None:  # (nothing to send)
+                    stats.record(slot.t0, slot.t1, slot.t2, slot.t3, slot.t4, slot.t4)
+                else:
+                    self.sending.append((self.sent + self.queued_out, slot))
         if self.queued_out > MAX_QUEUED_OUT or len(pending) > self.max_pending:
             self._pause_reading()
         elif not self.reading and not self.frames.blocked:
@@ -273,6 +317,15 @@ class Connection:
             self._on_writable()
 
     # -- writing --------------------------------------------------------------------------------
+
+    def _answers_sent(self) -> None:
+        """Record the timed answers whose last byte the socket has taken."""
+        sending, sent = self.sending, self.sent
+        now = perf_counter()
+        while sending and sending[0][0] <= sent:
+            slot = sending.popleft()[1]
+            assert slot.stats is not None
+            slot.stats.record(slot.t0, slot.t1, slot.t2, slot.t3, slot.t4, now)
 
     def _enqueue(self, out: Out) -> None:
         slices = out.slices
@@ -314,6 +367,7 @@ class Connection:
                     flags = socket.MSG_MORE if len(q) > 1 else 0
                     n = sock.send(item, flags)
                     self.queued_out -= n
+                    self.sent += n
                     if n < len(item):
                         q[0] = item[n:]
                         break
@@ -324,6 +378,7 @@ class Connection:
                     if n == 0:
                         raise FrameError("log segment shrank under a fetch")
                     self.queued_out -= n
+                    self.sent += n
                     if n < count:
                         item[1] += n
                         item[2] -= n
@@ -340,6 +395,8 @@ class Connection:
             log.warning("closing connection from %s: %s", self.peer_str, e)
             self.close()
             return
+        if self.sending:
+            self._answers_sent()
         if not q and self.closing_after_reply and not self.pending:
             self.close()
             return
@@ -556,6 +613,13 @@ def _inline(out: Out) -> bytes:
     return b"".join(parts)
 
 
+class ListenError(OSError):
+    """A listener's address cannot be bound; the message names the listener and the address."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 class Listener:
     """One listening socket (a Kafka listener such as PLAINTEXT://127.0.0.1:9092)."""
 
@@ -574,6 +638,9 @@ class Listener:
         ssl_context: ssl.SSLContext | None = None,  # an SSL listener's (tls.py)
         principal_rules: list[Any] | None = None,  # ssl.principal.mapping.rules, parsed
         sasl: ListenerSasl | None = None,  # a SASL listener's mechanisms and users (sasl.py)
+        timed: bool = False,  # connections time their requests (metrics.py; the Prometheus endpoint is on)
+        send_buffer: int = -1,  # socket.send.buffer.bytes: each connection's SO_SNDBUF (-1: the OS's)
+        receive_buffer: int = -1,  # socket.receive.buffer.bytes: SO_RCVBUF (-1: the OS's)
     ) -> None:
         self.loop = loop
         self.name = name
@@ -591,14 +658,33 @@ class Listener:
         self.principal_rules = principal_rules if principal_rules is not None else [None]
         self.connection_class: type[Connection] = TlsConnection if ssl_context is not None else Connection
         self.sasl = sasl
+        self.timed = timed
+        self.send_buffer = send_buffer
+        self.receive_buffer = receive_buffer
+        self.accepted = 0  # connections accepted since the start (closed: accepted - len(connections))
 
     def start(self) -> None:
-        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        """Bind and listen; a ListenError naming the listener and its address if that fails."""
+        where = f"{self.host or '0.0.0.0'}:{self.port}"
+        try:
+            infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                       flags=socket.AI_PASSIVE)
+        except socket.gaierror as e:
+            raise ListenError(errno.EADDRNOTAVAIL,
+                              f"listener {self.name} cannot resolve {where}: {e.strerror}") from None
         family, _, _, _, addr = infos[0]
         sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(addr)
-        sock.listen(self.backlog)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if self.receive_buffer != -1:  # (on the listening socket, as Kafka: before the window is agreed)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+            sock.bind(addr)
+            sock.listen(self.backlog)
+        except OSError as e:
+            sock.close()
+            hint = " (another process listens there: stop it or choose another port)" \
+                if e.errno == errno.EADDRINUSE else ""
+            raise ListenError(e.errno, f"listener {self.name} cannot listen on {where}: {e.strerror}{hint}") from None
         sock.setblocking(False)
         self.sock = sock
         self.port = sock.getsockname()[1]
@@ -644,6 +730,8 @@ class Listener:
             csock.setblocking(False)
             try:
                 csock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if self.send_buffer != -1:
+                    csock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
             except OSError:
                 pass
             conn = self.connection_class(self, csock, peer)
@@ -654,6 +742,7 @@ class Listener:
                 conn.frames.max_size = min(conn.frames.max_size, self.sasl.max_receive)
                 conn.frames.max_size_name = "sasl.server.max.receive.size"
             self.connections.add(conn)
+            self.accepted += 1
             quotas.added(conn)
             conn.start()
 

@@ -236,25 +236,32 @@ class Purgatory:
         if not ws:
             return 0
         done = 0
+        check = self.check_one
         for op in list(ws):
-            if op.completed:
-                continue
-            try:
-                ready = op.try_complete_on(key)
-            except Exception as e:
-                op._leave()
-                op._failed(e)
-                done += 1
-                continue
-            if ready:  # (force_complete, inline: this runs inside every append)
-                op.completed = True
-                self._left(op)
-                try:
-                    op.on_complete()
-                except Exception as e:
-                    op._failed(e)
-                done += 1
+            done += check(op, key)
         return done
+
+    def check_one(self, op: DelayedOperation, key: Hashable) -> bool:
+        """`check_and_complete(key)` for one of the operations watched under `key`, for a caller
+        that knows which ones the change may complete (a high watermark's waiters, in offset
+        order). True if it completed. Never raises."""
+        if op.completed:
+            return False
+        try:
+            ready = op.try_complete_on(key)
+        except Exception as e:
+            op._leave()
+            op._failed(e)
+            return True
+        if ready:  # (force_complete, inline: this runs inside every append)
+            op.completed = True
+            self._left(op)
+            try:
+                op.on_complete()
+            except Exception as e:
+                op._failed(e)
+            return True
+        return False
 
     def check_soon(self, key: Hashable) -> None:
         """`check_and_complete(key)` on a later turn of the loop (after a change that is

@@ -17,6 +17,10 @@ keeps one connection to the leader and, for the partitions it follows there, loo
 Errors: NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH / UNKNOWN_* pause the partition briefly
 (the store will say who leads now); OFFSET_OUT_OF_RANGE below the leader's log start restarts
 the log there, above it truncates again; a broken connection reconnects with backoff.
+
+A partition whose log is being swapped for its copy in another log dir (`swapping_log`,
+server/alter_log_dirs.py) is paused the same way: what was fetched for it meanwhile is dropped
+and fetched again.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ FETCH_VERSION = 12
 EPOCH_VERSION = 4
 PAUSE_S = 0.2
 NO_THROTTLE = 2**63 - 1  # the rate configs default to Long.MAX_VALUE: no throttle
+THROTTLE_RECHECK_S = 0.5  # a throttled follower's wait reads the rate again this often
 RETRIABLE = {ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_ID}
 
@@ -350,6 +355,9 @@ class LeaderFetcher:
 
     def _truncate_to(self, f: Followed, offset: int, why: str) -> None:
         p = f.partition
+        if p.swapping_log:  # (truncated after the swap, from the same answer asked again)
+            f.paused_until = time.monotonic() + PAUSE_S
+            return
         f.truncating = False
         if offset >= p.log.log_end_offset:
             return
@@ -401,6 +409,7 @@ class LeaderFetcher:
             return True
         self.session.answered(resp.session_id, epoch, named, forgotten)
         throttled = 0
+        throttled_parts: list[Partition] = []
         for t in resp.responses:
             for r in t.partitions:
                 f = self.parts.get((t.topic, r.partition_index))
@@ -408,13 +417,31 @@ class LeaderFetcher:
                     self._apply(f, r)
                     if r.records and self.manager.throttled(f.partition):
                         throttled += len(r.records)
+                        throttled_parts.append(f.partition)
         if throttled:
-            rate = int(cfg.get("follower.replication.throttled.rate"))
-            await asyncio.sleep(throttled / max(rate, 1))  # throttled replicas fetch at most `rate` bytes/s
+            await self._pay_throttle(throttled, throttled_parts)
         return True
+
+    async def _pay_throttle(self, nbytes: int, parts: list[Partition]) -> None:
+        """Wait until `nbytes` of throttled replicas' data are paid for at
+        follower.replication.throttled.rate, so that they fetch at most that many bytes a second.
+        The rate and the replicas' throttle are read again as the wait goes: a throttle raised or
+        removed meanwhile (`reassign-partitions --execute --additional --throttle`, `--verify`)
+        applies at once, not after a wait priced at the old rate."""
+        owed = float(nbytes)
+        while owed > 0 and not self.stopped:
+            rate = int(self.manager.broker.config.get("follower.replication.throttled.rate"))
+            if rate >= NO_THROTTLE or not any(self.manager.throttled(p) for p in parts):
+                return
+            step = min(owed / max(rate, 1), THROTTLE_RECHECK_S)
+            await asyncio.sleep(step)
+            owed -= step * max(rate, 1)
 
     def _apply(self, f: Followed, r: Any) -> None:
         p = f.partition
+        if p.swapping_log:
+            f.paused_until = time.monotonic() + PAUSE_S
+            return
         code = ErrorCode(r.error_code)
         if code == ErrorCode.NONE:
             data = r.records

@@ -21,10 +21,16 @@ wrote them) and takes the leader's high watermark. Waiting fetches, acks=all pro
 writes are delayed operations of the purgatory watched under the partition (the `Partition`
 object is their key): `wake` checks them when the log grows, the high watermark moves or the
 role changes.
+
+Metrics (`metrics.py`): each partition holds its topic's `TopicStats` (`stats`, given by the
+`ReplicaManager`, which keeps every topic's): an append as leader adds its offsets and bytes
+there, one as follower its bytes; the produce and fetch handlers add theirs.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 import uuid
@@ -39,7 +45,8 @@ from samsa.protocol.batch import ATTR_CONTROL, BatchHeader, parse_header
 from samsa.protocol.control import marker_batch
 from samsa.protocol.errors import ErrorCode, KafkaError
 from samsa.ratelimit import RateLimitedLog
-from samsa.server.purgatory import Purgatory
+from samsa.server.metrics import BrokerTopicStats, TopicStats
+from samsa.server.purgatory import DelayedOperation, Purgatory
 from samsa.storage.errors import StorageError
 from samsa.storage.partition_log import PartitionLog
 from samsa.storage.producer_state import CompletedTxn, Duplicate, ProducerStateManager, SequenceError, replay_batch
@@ -71,6 +78,12 @@ class AppendOutcome:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    # flush.messages: the answer waits until the log is flushed to here (-1: it does not wait)
+    flush_offset: int = -1
+
+
+_HW_SEQ = itertools.count()
+_HW_PRUNE_MIN = 64
 
 
 class Partition:
@@ -98,12 +111,30 @@ class Partition:
         self.pending_isr: list[int] | None = None
         self.pending_isr_epoch = -1
         self.purgatory = purgatory  # where operations waiting on this partition are
+        # acks=all produces waiting for the high watermark are watched under `hw_key` (not
+        # under the partition: an append that does not move the high watermark does not look at
+        # them) and kept here as a heap of (offset the high watermark must reach, sequence,
+        # operation): a move completes those it reached and looks at no other.
+        self.hw_key = (self, "high watermark")
+        self._hw_waiters: list[tuple[int, int, DelayedOperation]] = []
+        self._hw_prune_at = _HW_PRUNE_MIN
+        # flush.messages, off the event loop: `flusher` (the broker's) has a worker thread sync
+        # the log and calls `flush_done`; `_flush_to` is where the flush in flight, or the next
+        # one, must reach; `flush_error` the error a flush met (answered to those waiting).
+        self.flusher: Callable[[Partition], None] | None = None
+        self.flushing = False
+        self._flush_to = 0
+        self.flush_error: OSError | StorageError | None = None
         # Told of an OSError met in this partition's log (the broker's log-dir failure handling).
         self.on_storage_error: Callable[[Path, OSError], None] | None = None
         # While an append wakes the waiting operations: (first offset, next offset, the bytes
         # just written), so a fetch waiting at exactly that offset can answer from memory
         # (fetch.py). None otherwise: the bytes are not kept past the append.
         self.just_appended: tuple[int, int, bytearray | memoryview] | None = None
+        self.stats = TopicStats()  # its topic's, once added to a ReplicaManager
+        # Its log is being replaced by a copy in another log dir (server/alter_log_dirs.py): as
+        # follower it neither truncates nor appends until the swap is durable (a few ms).
+        self.swapping_log = False
 
     def __repr__(self) -> str:
         return f"{self.topic}-{self.index}"
@@ -269,8 +300,28 @@ class Partition:
             self.hw = hw
             self.log.producers.on_high_watermark(hw)
             self.wake(data=True)
+            if self._hw_waiters:
+                self._hw_reached(hw)
             return True
         return False
+
+    def wait_for_hw(self, required: int, op: DelayedOperation) -> None:
+        """`op`, watched under `hw_key`, is checked when the high watermark reaches `required`
+        (and by the wakes that look at every operation: role changes)."""
+        heap = self._hw_waiters
+        heapq.heappush(heap, (required, next(_HW_SEQ), op))
+        if len(heap) > self._hw_prune_at:  # (operations that ended otherwise: timed out, answered)
+            live = [e for e in heap if not e[2].completed]
+            heapq.heapify(live)
+            self._hw_waiters = live
+            self._hw_prune_at = max(_HW_PRUNE_MIN, 2 * len(live))
+
+    def _hw_reached(self, hw: int) -> None:
+        heap, purgatory, key = self._hw_waiters, self.purgatory, self.hw_key
+        while heap and heap[0][0] <= hw:
+            op = heapq.heappop(heap)[2]
+            if purgatory is not None:
+                purgatory.check_one(op, key)
 
     def set_follower_hw(self, leader_hw: int) -> None:
         hw = min(leader_hw, self.log.log_end_offset)
@@ -295,19 +346,67 @@ class Partition:
                                      message="duplicate batch in a multi-batch request")
             except SequenceError as e:
                 return AppendOutcome(e.code, message=str(e))
+        lg = self.log
+        if self.flusher is not None:
+            lg.defer_flush = True
         try:
-            result = self.log.append(buf, headers, now_ms=now_ms(), log_append_time=log_append_time,
-                                     leader_epoch=max(self.leader_epoch, 0))
+            result = lg.append(buf, headers, now_ms=now_ms(), log_append_time=log_append_time,
+                               leader_epoch=max(self.leader_epoch, 0))
         except (StorageError, OSError) as e:
             return self._append_failed(e)
         offset = result.first_offset
-        producers = self.log.producers
+        producers = lg.producers
         for _, h in headers:
             if h.producer_id >= 0:
                 producers.record(h, offset)
             offset += h.last_offset_delta + 1
         self._appended(result.first_offset, offset, buf)
-        return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset)
+        return AppendOutcome(ErrorCode.NONE, result.first_offset, result.log_append_time_ms, self.log_start_offset,
+                             flush_offset=self._flush_if_due(lg))
+
+    def _flush_if_due(self, lg: PartitionLog) -> int:
+        """After an append: if flush.messages is reached (counting from where the flush in
+        flight will leave the recovery point, as if each flush had been done inline, as
+        Kafka's), the log must be flushed to its end before the append is answered: that
+        offset, and the flush is started (or follows the one in flight). -1 if not."""
+        if not lg.defer_flush:
+            return -1
+        leo = lg.log_end_offset
+        if self._flush_to > leo:  # (the log was truncated since)
+            self._flush_to = lg.recovery_point
+        if leo - max(lg.recovery_point, self._flush_to) < lg.config.flush_messages:
+            return -1
+        self._flush_to = leo
+        if not self.flushing and self.flusher is not None:
+            self.flushing = True
+            self.flusher(self)
+        return leo
+
+    def flush_done(self, lg: PartitionLog, target: int, error: BaseException | None) -> None:
+        """The worker's flush of `lg` to `target` ended (the broker's flusher calls this on the
+        loop): the recovery point moves, the produces waiting for it are answered, and the next
+        flush starts if appends made one due meanwhile."""
+        self.flushing = False
+        if lg is not self.log:  # replaced meanwhile (a move between log dirs): its own flushes
+            return
+        if error is None:
+            try:
+                lg.flushed_to(target)
+            except (OSError, StorageError) as e:
+                error = e
+        if error is not None:
+            if not isinstance(error, (OSError, StorageError)):
+                raise error
+            self.flush_error = error
+            _storage_log.warning(f"flush {lg.dir.parent}", "Cannot flush %s: %s", lg.dir, error)
+            if isinstance(error, OSError):
+                self.storage_error(error)
+        purgatory = self.purgatory
+        if purgatory is not None and purgatory.watched(self.hw_key):
+            purgatory.check_and_complete(self.hw_key)
+        if error is None and self._flush_to > lg.recovery_point and self.flusher is not None:
+            self.flushing = True
+            self.flusher(self)
 
     def _append_failed(self, e: StorageError | OSError) -> AppendOutcome:
         if isinstance(e, StorageError):
@@ -321,6 +420,9 @@ class Partition:
 
     def _appended(self, first_offset: int, next_offset: int, buf: bytearray | memoryview) -> None:
         """The log grew: waiting operations are checked (with the bytes at hand, see just_appended)."""
+        stats = self.stats
+        stats.messages_in += next_offset - first_offset
+        stats.bytes_in += len(buf)
         self.just_appended = (first_offset, next_offset, buf)
         try:
             if not self.maybe_increment_hw():
@@ -346,14 +448,18 @@ class Partition:
             return AppendOutcome(e.code, message=str(e))
         now = now_ms()
         buf = bytearray(marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now))
+        lg = self.log
+        if self.flusher is not None:
+            lg.defer_flush = True
         try:
-            result = self.log.append(buf, [(0, parse_header(buf))], now_ms=now, leader_epoch=max(self.leader_epoch, 0))
+            result = lg.append(buf, [(0, parse_header(buf))], now_ms=now, leader_epoch=max(self.leader_epoch, 0))
         except (StorageError, OSError) as e:
             return self._append_failed(e)
-        self._txn_completed(self.log.producers.complete_txn(producer_id, producer_epoch, commit, result.first_offset,
-                                                            coordinator_epoch, now, check=False))
+        self._txn_completed(lg.producers.complete_txn(producer_id, producer_epoch, commit, result.first_offset,
+                                                      coordinator_epoch, now, check=False))
         self._appended(result.first_offset, result.last_offset + 1, buf)
-        return AppendOutcome(ErrorCode.NONE, result.first_offset, -1, self.log_start_offset)
+        return AppendOutcome(ErrorCode.NONE, result.first_offset, -1, self.log_start_offset,
+                             flush_offset=self._flush_if_due(lg))
 
     def _txn_completed(self, done: CompletedTxn | None) -> None:
         if done is not None and done.aborted:
@@ -368,7 +474,12 @@ class Partition:
     def append_replicated(self, buf: bytes | bytearray | memoryview, headers: list[tuple[int, BatchHeader]]) -> None:
         """Follower append: the leader's batches as they are; producer state follows them so
         this replica can lead with the idempotence window intact."""
-        self.log.append_as_follower(buf, headers, now_ms=now_ms())
+        lg = self.log
+        if self.flusher is not None:
+            lg.defer_flush = True
+        lg.append_as_follower(buf, headers, now_ms=now_ms())
+        self._flush_if_due(lg)  # (nobody waits for a follower's flush)
+        self.stats.replication_bytes_in += len(buf)
         producers = self.log.producers
         for pos, h in headers:
             if h.producer_id >= 0:
@@ -391,8 +502,11 @@ class Partition:
         if purgatory is not None:
             if data:
                 purgatory.check_and_complete(self)
-            elif purgatory.watched(self):
-                purgatory.check_soon(self)
+            else:
+                if purgatory.watched(self):
+                    purgatory.check_soon(self)
+                if purgatory.watched(self.hw_key):
+                    purgatory.check_soon(self.hw_key)
 
 
 class ReplicaManager:
@@ -402,6 +516,8 @@ class ReplicaManager:
         # Partitions whose log dir failed (until a restart) -> the dir: answered KAFKA_STORAGE_ERROR.
         self.offline: dict[tuple[str, int], Path] = {}
         self.on_storage_error: Callable[[Path, OSError], None] | None = None  # given to every partition added
+        self.flusher: Callable[[Partition], None] | None = None  # likewise (flush.messages off the loop)
+        self.topic_stats = BrokerTopicStats()  # every topic's BrokerTopicMetrics here (metrics.py)
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -425,6 +541,9 @@ class ReplicaManager:
             p.purgatory = self.purgatory
         if p.on_storage_error is None:
             p.on_storage_error = self.on_storage_error
+        if p.flusher is None:
+            p.flusher = self.flusher
+        p.stats = self.topic_stats.topic(p.topic)
         self.partitions[(p.topic, p.index)] = p
 
     def remove(self, topic: str, index: int) -> Partition | None:
@@ -441,6 +560,7 @@ class ReplicaManager:
         for p in gone:
             del self.partitions[(p.topic, p.index)]
             p.fence()
+        self.topic_stats.remove(topic)
         return gone
 
 

@@ -46,3 +46,26 @@ class Topic:
     @property
     def replication_factor(self) -> int:
         return len(next(iter(self.partitions.values()), []))
+
+
+class TopicIdIndex:
+    """Topic id (the 16 bytes) -> name, over the broker's own topics dict (KIP-516 requests name
+    topics by id: Fetch v13+). Built on first use and rebuilt when a lookup misses or finds a
+    name that now belongs to another id (a topic deleted, created or re-created), so it never
+    needs telling about changes: a hit costs two dict lookups, a miss one pass over the topics."""
+
+    __slots__ = ("_names", "_topics")
+
+    def __init__(self, topics: dict[str, Topic]) -> None:
+        self._topics = topics
+        self._names: dict[bytes, str] = {}
+
+    def name(self, topic_id: bytes) -> str | None:
+        """The topic's name, None for an id no topic has."""
+        name = self._names.get(topic_id)
+        if name is not None:
+            topic = self._topics.get(name)
+            if topic is not None and topic.topic_id.bytes == topic_id:
+                return name
+        self._names = {t.topic_id.bytes: n for n, t in self._topics.items()}
+        return self._names.get(topic_id)

@@ -383,7 +383,8 @@ class TransactionManager:
             return shard, -1, -1
         meta = shard.get(transactional_id)
         new_pid = None
-        if client_tv >= 2 and meta is not None and meta.epoch_exhausted and meta.state == TxnState.ONGOING:
+        if client_tv >= 2 and meta is not None and meta.epoch_exhausted and (
+                meta.state == TxnState.ONGOING or not commit and meta.state in tx.IDLE):
             new_pid = await self.broker.producer_ids.next()
             shard = self._shard(transactional_id)
             if isinstance(shard, ErrorCode):

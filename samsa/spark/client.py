@@ -130,6 +130,11 @@ class SamsaClient:
                 stale.close()
             raise ClientError(f"request to broker {addr[0]}:{addr[1]} failed: {e}") from None
 
+    def request(self, addr: tuple[str, int], api_key: int, version: int, body: dict[str, Any]) -> Any:
+        """One request to the broker at `addr` over its pooled connection, for APIs this client
+        has no method for (the dashboard's DescribeLogDirs); ClientError if it fails."""
+        return self._call(addr, api_key, version, body)
+
     def _any(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         errors = []
         for addr in list(self.brokers.values()) + self.bootstrap:

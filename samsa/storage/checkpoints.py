@@ -1,7 +1,8 @@
 """Checkpoint files, in Kafka's text format.
 
 Offset checkpoints (per log dir: `recovery-point-offset-checkpoint`,
-`log-start-offset-checkpoint`, `replication-offset-checkpoint`):
+`log-start-offset-checkpoint`, `replication-offset-checkpoint`, and `cleaner-offset-checkpoint`:
+the first dirty offset of each compacted log, where its next clean starts):
 
     0                      version
     2                      number of entries
@@ -32,6 +33,7 @@ from samsa.storage.errors import CorruptCheckpoint
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 CHECKPOINT_VERSION = 0
 
@@ -150,3 +152,14 @@ def write_leader_epochs(path: Path, entries: Iterable[EpochEntry | tuple[int, in
 
 def read_leader_epochs(path: Path) -> list[EpochEntry]:
     return read_checkpoint_lines(path, _epoch_entry)
+
+
+def read_cleaner_offsets(log_dir: Path) -> dict[TopicPartition, int]:
+    """The first dirty offsets in `log_dir`'s cleaner-offset-checkpoint ({} if it has none)."""
+    return read_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT)
+
+
+def write_cleaner_offsets(log_dir: Path, offsets: Mapping[TopicPartition, int], generation: int | None = None
+                          ) -> bool:
+    """Atomically replace `log_dir`'s cleaner-offset-checkpoint (see write_checkpoint_lines)."""
+    return write_offsets(log_dir / CLEANER_OFFSET_CHECKPOINT, offsets, generation)

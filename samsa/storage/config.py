@@ -36,6 +36,14 @@ class LogConfig:
     message_timestamp_difference_max_ms: int = LONG_MAX
     file_delete_delay_ms: int = 60000
     cleanup_policy: str = "delete"
+    # Compaction (cleaner.py): how long a tombstone or an emptied transaction's marker outlives
+    # the clean that first saw it; how old a record must be before a clean may remove what it
+    # supersedes, and how old the dirty part may grow before a clean is due whatever its ratio;
+    # the dirty fraction of the cleanable bytes that makes a log worth cleaning.
+    delete_retention_ms: int = 86400000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    min_cleanable_dirty_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         if self.segment_bytes < 14 or self.segment_bytes > 2**31 - 1:
@@ -53,6 +61,12 @@ class LogConfig:
             raise ValueError("message.timestamp.{before,after,difference}.max.ms must be >= 0")
         if self.message_timestamp_type not in TIMESTAMP_TYPES:
             raise ValueError(f"message.timestamp.type must be one of {TIMESTAMP_TYPES}")
+        if self.delete_retention_ms < 0 or self.min_compaction_lag_ms < 0:
+            raise ValueError("delete.retention.ms and min.compaction.lag.ms must be >= 0")
+        if self.max_compaction_lag_ms < 1:
+            raise ValueError(f"max.compaction.lag.ms must be >= 1: {self.max_compaction_lag_ms}")
+        if not 0.0 <= self.min_cleanable_dirty_ratio <= 1.0:  # (also refuses NaN)
+            raise ValueError(f"min.cleanable.dirty.ratio must be between 0 and 1: {self.min_cleanable_dirty_ratio}")
         policies = set(self.cleanup_policy.replace(" ", "").split(","))
         if not policies or not policies <= {"delete", "compact"}:
             raise ValueError(f"cleanup.policy must be delete and/or compact: {self.cleanup_policy!r}")
@@ -121,6 +135,10 @@ TOPIC_CONFIG_FIELDS: dict[str, str] = {
     "message.timestamp.difference.max.ms": "message_timestamp_difference_max_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
     "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 
 BROKER_CONFIG_KEYS: dict[str, str] = {
@@ -137,14 +155,24 @@ BROKER_CONFIG_KEYS: dict[str, str] = {
     "log.message.timestamp.difference.max.ms": "message.timestamp.difference.max.ms",
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.cleanup.policy": "cleanup.policy",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
 }
 
 _STR_FIELDS = {"message_timestamp_type", "cleanup_policy"}
+_FLOAT_FIELDS = {"min_cleanable_dirty_ratio"}
 
 
 def _convert(key: str, field: str, value: str) -> Any:
     if field in _STR_FIELDS:
         return str(value).strip()
+    if field in _FLOAT_FIELDS:
+        try:
+            return float(str(value).strip())
+        except ValueError:
+            raise ValueError(f"invalid value for {key}: {value!r}") from None
     try:
         return int(str(value).strip())
     except ValueError:

@@ -137,6 +137,12 @@ class LeaderEpochCache:
                 self._assign(EpochEntry(epoch, start_offset))
         self._persist()
 
+    def copy_from(self, other: LeaderEpochCache) -> None:
+        """Take `other`'s entries (a log's copy in another log dir becoming the log), written
+        with the next change or `flush`, as a deferred change is."""
+        self._entries = other.entries()
+        self._persist(defer=True)
+
     def truncate_from_end(self, end_offset: int, *, defer: bool = False) -> bool:
         """Remove the entries starting at or after `end_offset` (the log was truncated there).
 

@@ -1,8 +1,15 @@
 """Loading a partition directory into segments, and recovery after an unclean stop.
 
-How it works: list the `<base>.log` files (deleting leftovers of interrupted operations:
-`*.deleted`, `*.cleaned`, `*.swap`, `*.tmp`, and index files without a .log), open each as a
-LogSegment, then
+How it works: first finish an interrupted clean (cleaner.py), with Kafka's rules: its
+`.cleaned` files are deleted; a `<base>.log.swap` below the smallest `.cleaned` base is a
+cleaned segment ready to replace the segments it covers: every segment file whose base offset
+lies in [smallest swap base, largest swap end) is deleted (a swap's end: the offset after its
+last batch), then the swaps are renamed to segment files, the .log first (an index `.swap`
+beside its `.log`, left by a swap interrupted there, is renamed too). A `.swap` at or above
+the smallest `.cleaned` base, or at or above one whose batches do not parse, is deleted: its
+clean had not finished. Then list the `<base>.log` files
+(deleting leftovers of interrupted operations: `*.deleted`, `*.cleaned`, `*.swap`, `*.tmp`,
+and index files without a .log), open each as a LogSegment, then
 
 - clean shutdown: trust the files; only a segment whose index is missing or fails its sanity
   check is rescanned (which rebuilds its indexes);
@@ -29,7 +36,17 @@ from pathlib import Path
 from samsa.protocol.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2, compute_crc
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import CorruptIndex
-from samsa.storage.segment import INT32_MAX, LOG_SUFFIX, SEGMENT_SUFFIXES, LogSegment, parse_segment_file_name
+from samsa.storage.segment import (
+    INDEX_SUFFIX,
+    INT32_MAX,
+    LOG_SUFFIX,
+    SEGMENT_SUFFIXES,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    LogSegment,
+    parse_segment_file_name,
+    segment_file_name,
+)
 
 log = logging.getLogger("samsa.storage")
 
@@ -48,6 +65,7 @@ class LoadedLog:
 def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_start_offset: int,
              clean_shutdown: bool, now_ms: int) -> LoadedLog:
     directory.mkdir(parents=True, exist_ok=True)
+    complete_swaps(directory)
     bases = _clean_directory(directory)
     segments = [open_segment(directory, base, config, now_ms) for base in bases]
     if not segments:
@@ -78,6 +96,9 @@ def load_log(directory: Path, config: LogConfig, *, recovery_point: int, log_sta
                 seg.on_become_inactive()  # final time-index entry + index files, as at roll
         i += 1
 
+    if config.compact_enabled:  # (max.compaction.lag.ms measures a segment from its first batch)
+        for seg in segments:
+            seg.read_first_batch_timestamp()
     active = segments[-1]
     try:
         log_end_offset = active.next_offset()
@@ -149,6 +170,8 @@ def recover_segment(seg: LogSegment) -> int:
             problem = f"CRC mismatch in batch at offset {base}"
             break
         seg.index_batch(pos, last, max_ts, size)
+        if pos == 0:
+            seg.first_batch_timestamp = max_ts
         prev_last = last
         pos += size
     seg.size = pos
@@ -157,6 +180,70 @@ def recover_segment(seg: LogSegment) -> int:
         os.ftruncate(fd, pos)
         log.warning("Truncated %s at byte %d (%d bytes dropped): %s", seg.log_path, pos, file_size - pos, problem)
     return file_size - pos
+
+
+SWAP = ".swap"
+CLEANED = ".cleaned"
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
+
+
+def complete_swaps(directory: Path) -> list[int]:
+    """Finish the swaps an interrupted clean left (see the module docstring); the base offsets
+    of the segments swapped in."""
+    names = [e.name for e in os.scandir(directory) if e.is_file()]
+    limit = min((p[0] for n in names if n.endswith(CLEANED) and (p := parse_segment_file_name(n))),
+                default=2**63)  # swaps at or above it are not valid
+    swaps = sorted(p[0] for n in names if (p := parse_segment_file_name(n)) and p[1] == LOG_SUFFIX + SWAP)
+    valid: list[int] = []
+    ends: list[int] = []
+    for base in swaps:
+        end = _swap_end(directory, base) if base < limit else None
+        if end is None:
+            log.warning("Deleting %s and every later swap file of an unfinished clean",
+                        Path(directory, segment_file_name(base, LOG_SUFFIX + SWAP)))
+            limit = min(limit, base)
+            break
+        valid.append(base)
+        ends.append(max(end, base + 1))
+    low, high = (valid[0], max(ends)) if valid else (0, 0)
+    for name in names:
+        parsed = parse_segment_file_name(name)
+        if parsed is not None and parsed[1] in SEGMENT_SUFFIXES and low <= parsed[0] < high:
+            log.info("Deleting %s: a cleaned segment replaces it", Path(directory, name))
+            os.unlink(directory / name)
+    for base in valid:
+        os.rename(directory / segment_file_name(base, LOG_SUFFIX + SWAP), directory / segment_file_name(base))
+        log.info("Swapped in the cleaned segment %s of an interrupted clean", Path(directory, segment_file_name(base)))
+    # The indexes of those, and of a swap interrupted after its .log was renamed (Kafka renames
+    # every valid .swap file): beside their .log, below any .cleaned file.
+    for name in os.listdir(directory):
+        parsed = parse_segment_file_name(name)
+        if parsed is None or not name.endswith(SWAP) or parsed[1][: -len(SWAP)] not in INDEX_SUFFIXES:
+            continue
+        base = parsed[0]
+        if base < limit and (directory / segment_file_name(base)).exists():
+            os.rename(directory / name, directory / name[: -len(SWAP)])
+    return valid
+
+
+def _swap_end(directory: Path, base: int) -> int | None:
+    """The offset after the last batch of `<base>.log.swap` (base if empty); None if its
+    bytes are not whole batches."""
+    nxt = base
+    with open(directory / segment_file_name(base, LOG_SUFFIX + SWAP), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        pos = 0
+        while pos < size:
+            if pos + HEADER_SIZE > size:
+                return None
+            f.seek(pos)
+            fields = HEADER.unpack(f.read(HEADER_SIZE))
+            length = LOG_OVERHEAD + fields[1]
+            if fields[3] != MAGIC_V2 or length < HEADER_SIZE or pos + length > size or fields[0] < nxt:
+                return None
+            nxt = fields[0] + fields[6] + 1
+            pos += length
+    return nxt
 
 
 def _rolling_timestamp(seg: LogSegment, now_ms: int) -> int:

@@ -26,6 +26,13 @@ a truncation, and never lets retention delete a segment at or past the first uns
 segment holding their marker (txn_index.py); `collect_aborted_transactions` answers a
 read_committed fetch from them, at no cost for a log that never saw an abort.
 
+Compaction (cleanup.policy=compact) is cleaner.py's: the log hands a snapshot of its inactive
+segments to a clean running in a worker thread (`cleaning_job`), and swaps the cleaned segments
+in on the event loop with renames only (`finish_clean`): the old ones go the way deleted
+segments go (`.deleted`, descriptors kept for file.delete.delay.ms). A truncation into a
+clean's range cancels it. Offsets never change, so reads already scan forward over the gaps a
+clean leaves, and a truncation into a gap ends the log at the offset asked.
+
 On disk this is Kafka's layout (see segment.py, offset_index.py, time_index.py, txn_index.py);
 loading and recovery live in loader.py, the batch checks and offset assignment in validator.py. `Log` is
 the on-disk engine behind the PartitionLog protocol (partition_log.py).
@@ -44,7 +51,17 @@ from functools import partial
 from pathlib import Path
 
 from samsa.protocol.batch import BatchHeader
+from samsa.storage import cleaner
 from samsa.storage.checkpoints import LEADER_EPOCH_CHECKPOINT
+from samsa.storage.cleaner import (
+    CleanJob,
+    CleanStats,
+    PreparedClean,
+    groups_to_swap,
+    remove_clean_files,
+    swap_in,
+    take_job,
+)
 from samsa.storage.config import LogConfig
 from samsa.storage.errors import OffsetOutOfRange, StorageError
 from samsa.storage.leader_epoch import LeaderEpochCache, epoch_starts
@@ -63,6 +80,10 @@ __all__ = ["AppendResult", "Clock", "FileSlice", "Log"]
 
 
 class Log:
+    # The broker's: an append that reaches flush.messages does not fsync (on the event loop);
+    # the partition has it done in a worker thread (`flush_fds`, `flushed_to`).
+    defer_flush = False
+
     def __init__(self, directory: Path, config: LogConfig, segments: list[LogSegment], *, log_end_offset: int,
                  log_start_offset: int, recovery_point: int, clock: Clock) -> None:
         self.dir = directory
@@ -75,6 +96,7 @@ class Log:
         self._lso = log_start_offset
         self._recovery_point = recovery_point
         self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._cleans: list[CleanJob] = []  # taken by cleaning_job, not finished or abandoned yet
         self._dir_dirty = False  # segment files created, renamed or deleted since the last directory fsync
         self._dir_new = False  # created by Log.create: fsync the directory before the first data is flushed
         self._closed = False
@@ -83,6 +105,10 @@ class Log:
         self._reconcile_leader_epochs()
         self.producers = ProducerStateManager()
         self._has_aborts = any(seg.txn_index.entries for seg in segments)
+        # Told (offset, fully) after each truncation: `truncate_to` (the new log end offset,
+        # False) or `truncate_fully_and_start_at` (the new start, True). A copy of this log being
+        # made in another log dir (server/alter_log_dirs.py) follows it with this.
+        self.on_truncate: Callable[[int, bool], None] | None = None
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
@@ -94,8 +120,9 @@ class Log:
                    log_start_offset=loaded.log_start_offset, recovery_point=loaded.recovery_point, clock=clock)
 
     @classmethod
-    def create(cls, directory: Path, config: LogConfig, *, clock: Clock = time.time) -> Log:
-        """A new empty log in `directory`, which must not exist yet (FileExistsError).
+    def create(cls, directory: Path, config: LogConfig, *, clock: Clock = time.time, start_offset: int = 0) -> Log:
+        """A new empty log in `directory`, which must not exist yet (FileExistsError), starting
+        at `start_offset` (a future replica starts where the log it copies starts).
 
         Only the directory and its first segment's files are created: nothing to read back,
         nothing fsynced here. The caller makes the directory's name durable (LogManager
@@ -103,8 +130,8 @@ class Log:
         """
         directory.mkdir()
         now = int(clock() * 1000)
-        lg = cls(directory, config, [new_segment(directory, 0, config, now)], log_end_offset=0, log_start_offset=0,
-                 recovery_point=0, clock=clock)
+        lg = cls(directory, config, [new_segment(directory, start_offset, config, now)], log_end_offset=start_offset,
+                 log_start_offset=start_offset, recovery_point=start_offset, clock=clock)
         lg._dir_new = True
         return lg
 
@@ -130,8 +157,17 @@ class Log:
         return self._leo - self._recovery_point
 
     @property
+    def flush_due(self) -> bool:
+        """flush.messages messages or more are not flushed (with `defer_flush`, an append leaves
+        them to the caller: `flush_fds` in a worker thread, then `flushed_to`)."""
+        return self._leo - self._recovery_point >= self.config.flush_messages
+
+    @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        segments = self._segments
+        if len(segments) == 1:  # (most logs: the metrics endpoint asks each one at every scrape)
+            return segments[0].size
+        return sum([s.size for s in segments])
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -221,7 +257,7 @@ class Log:
             seg = self._roll(now)
         seg.append(buf, batches)
         self._leo = next_offset
-        if self._leo - self._recovery_point >= cfg.flush_messages:
+        if self._leo - self._recovery_point >= cfg.flush_messages and not self.defer_flush:
             self.flush()
 
     def roll(self, now_ms: int | None = None) -> None:
@@ -433,11 +469,12 @@ class Log:
             self.truncate_fully_and_start_at(offset)
             return True
         now = self._now_ms()
+        self._cancel_cleans(offset)
         later = [s for s in self._segments if s.base_offset > offset]
         if later:
             self._remove_segments(later, now, f"truncation to {offset}")
         cut = self._segments[-1].truncate_to(offset)
-        new_leo = offset if cut is None else cut
+        new_leo = offset if cut is None else min(cut, offset)  # (offset may be in a gap compaction left)
         log.info("Truncated %s to offset %d (log end offset was %d)", self.name, new_leo, self._leo)
         self.leader_epochs.truncate_from_end(new_leo)
         self._leo = new_leo
@@ -445,12 +482,15 @@ class Log:
         self._recovery_point = min(self._recovery_point, new_leo)
         self._delete_snapshots(lambda off: off > new_leo)
         self._has_aborts = any(seg.txn_index.entries for seg in self._segments)
+        if self.on_truncate is not None:
+            self.on_truncate(new_leo, False)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop all data; the log restarts empty at `offset` (start = end = recovery point)."""
         self._check_open()
         now = self._now_ms()
+        self._cancel_cleans(-1)
         self._remove_segments(list(self._segments), now, f"truncation to start at {offset}")
         seg = new_segment(self.dir, offset, self.config, now)
         self._segments = [seg]
@@ -460,6 +500,75 @@ class Log:
         self._delete_snapshots(lambda off: True)
         self._has_aborts = False
         self.producers = ProducerStateManager()
+        if self.on_truncate is not None:
+            self.on_truncate(offset, True)
+
+    # -- compaction (cleaner.py) ----------------------------------------------------------------
+
+    def cleaning_job(self, first_dirty: int, first_uncleanable: int, now_ms: int) -> CleanJob | None:
+        """A snapshot for `cleaner.clean` (run in a worker) of the inactive segments from the log
+        start to `first_uncleanable` (rounded down to a segment base); None if no dirty offset
+        is in them. Descriptors are duplicated, nothing is read. One clean at a time: every job
+        must end in finish_clean or abandon_clean."""
+        self._check_open()
+        if self._cleans:
+            raise StorageError(f"{self.name}: a clean is in progress (finish_clean or abandon_clean it first)")
+        producers = {pid: (e.last_offset, e.epoch) for pid, e in self.producers.producers.items()}
+        job = take_job(self.dir, self.name, self._segments, max(first_dirty, self._lso), first_uncleanable,
+                       producers, self.config, now_ms)
+        if job is not None:
+            self._cleans.append(job)
+        return job
+
+    def finish_clean(self, prepared: PreparedClean) -> CleanStats | None:
+        """Swap in what `cleaner.clean` prepared (renames and opens only): each group whose old
+        segments are all still here; the others' files are removed (and every later group's
+        when some of a skipped group's segments remain). None when nothing was swapped."""
+        job = prepared.job
+        if job in self._cleans:
+            self._cleans.remove(job)
+        if self._closed or job.cancelled.is_set():
+            self.abandon_clean(prepared)
+            return None
+        accept = groups_to_swap(self._segments, prepared.groups)
+        remove_clean_files(self.dir, [g.base_offset for g in prepared.groups if g not in accept])
+        if not accept:
+            return None
+        now = self._now_ms()
+        for g in accept:
+            i = self._segments.index(g.old[0])
+            for seg in g.old:
+                seg.rename_to_deleted()
+                self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+            cleaner.phase_hook("old-deleted")
+            self._segments[i : i + len(g.old)] = [swap_in(self.dir, g, self.config, now)]
+            cleaner.phase_hook("swapped")
+        self._bases = [s.base_offset for s in self._segments]
+        self._dir_dirty = True
+        self._has_aborts = any(seg.txn_index.entries for seg in self._segments)
+        stats = CleanStats(len(accept), sum(len(g.old) for g in accept), sum(g.old_size for g in accept),
+                           sum(g.size for g in accept), prepared.end_offset)
+        log.info("Swapped in %d cleaned segment(s) of %s for %d: %d bytes to %d", stats.groups, self.name,
+                 stats.segments_before, stats.bytes_before, stats.bytes_after)
+        return stats
+
+    def abandon_clean(self, prepared: PreparedClean | CleanJob) -> None:
+        """Give up a clean: remove the files of a prepared one, or cancel a job (a clean running
+        it stops with CleanAborted; a job never given to `clean` must still be `close`d)."""
+        if isinstance(prepared, CleanJob):
+            prepared.cancel()
+            if prepared in self._cleans:
+                self._cleans.remove(prepared)
+            return
+        if prepared.job in self._cleans:
+            self._cleans.remove(prepared.job)
+        remove_clean_files(prepared.job.directory, [g.base_offset for g in prepared.groups])
+
+    def _cancel_cleans(self, offset: int) -> None:
+        """Cancel the cleans whose range a truncation to `offset` reaches (-1: all)."""
+        for job in [j for j in self._cleans if offset < j.first_uncleanable]:
+            job.cancel()
+            self._cleans.remove(job)
 
     # -- transactions: aborted transaction index, producer-state snapshots ---------------------
 
@@ -473,6 +582,16 @@ class Log:
     @property
     def has_aborted_transactions(self) -> bool:
         return self._has_aborts
+
+    def aborted_txns_from(self, offset: int) -> list[AbortedTxn]:
+        """The aborted transactions whose marker is at or after `offset`, in marker order (what a
+        copy of this log that ends at `offset` has yet to index)."""
+        if not self._has_aborts:
+            return []
+        out: list[AbortedTxn] = []
+        for seg in self._segments[max(bisect_right(self._bases, offset) - 1, 0):]:
+            out.extend(t for t in seg.txn_index.entries if t.last_offset >= offset)
+        return out
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[tuple[int, int]]:
         """(producer id, first offset) of the aborted transactions overlapping
@@ -591,6 +710,59 @@ class Log:
             self._dir_dirty = False
         self.last_flush_ms = self._now_ms()
 
+    def flush_fds(self) -> tuple[int, list[int]]:
+        """A flush of everything appended so far, done in a worker thread: (the log end offset,
+        duplicates of the descriptors of the segments holding [recovery point, it) whose data
+        is not known to be synced). The worker fdatasyncs and closes them (log_manager's
+        sync_and_close); then `flushed_to(that offset)` on the loop."""
+        self._check_open()
+        first = max(bisect_right(self._bases, self._recovery_point - 1) - 1, 0)
+        return self._leo, [os.dup(seg.fd) for seg in self._segments[first:] if not seg.data_synced and seg.size > 0]
+
+    def flushed_to(self, target: int) -> None:
+        """A worker has synced the data below `target` (`flush_fds`): move the recovery point
+        there. What the flush also needs and the worker did not do -- the indexes of segments
+        rolled since (written and fsynced), the transaction index, a new segment's directory
+        entry -- is done here, and none of it is there on most calls."""
+        if self._closed:
+            return
+        target = min(target, self._leo)
+        if target > self._recovery_point:
+            if self._dir_new:
+                self._dir_dirty = True
+                self._dir_new = False
+            n = len(self._segments)
+            for i in range(max(bisect_right(self._bases, self._recovery_point - 1) - 1, 0), n):
+                seg = self._segments[i]
+                if seg.base_offset >= target:
+                    break
+                if i + 1 < n:
+                    seg.flush(indexes=True)  # (rolled: its data was synced whole by the worker)
+                else:
+                    seg.txn_index.flush()
+            self._recovery_point = target
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+        self.last_flush_ms = self._now_ms()
+
+    def presync_fds(self, now_ms: int) -> list[int]:
+        """Duplicates of the descriptors of the segments whose data `maybe_flush(now_ms)` would
+        fdatasync (the caller syncs and closes them in a worker thread; the fdatasync that
+        maybe_flush then makes on the loop finds little or nothing left to write)."""
+        if self._closed:
+            return []
+        due = self.unflushed_messages > 0 and now_ms - self.last_flush_ms >= self.config.flush_ms
+        n = len(self._segments)
+        if due or self._recovery_point < self._bases[-1]:
+            first = max(bisect_right(self._bases, self._recovery_point - 1) - 1, 0)
+            segs = self._segments[first:n if due else n - 1]
+        elif n > 1 and not self._segments[-2].durable:
+            segs = [self._segments[-2]]
+        else:
+            return []
+        return [os.dup(seg.fd) for seg in segs if not seg.data_synced and seg.size > 0]
+
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush if flush.ms elapsed with unflushed messages, or rolled segments are not durable yet."""
         if self._closed:
@@ -616,6 +788,7 @@ class Log:
         active.write_indexes(fsync=True)
         active.txn_index.flush()
         self._write_producer_snapshot(self._leo, fsync=True)
+        self._cancel_cleans(-1)
         self.finish_pending_deletes(None)
         for seg in self._segments:
             seg.close()
@@ -629,6 +802,7 @@ class Log:
         in-flight sendfiles from this log never read a recycled descriptor.
         """
         self._closed = True
+        self._cancel_cleans(-1)
         doomed = self.dir.with_name(f"{self.dir.name}.{uuid.uuid4().hex}-delete")
         try:
             os.rename(self.dir, doomed)

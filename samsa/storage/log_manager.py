@@ -10,6 +10,8 @@ On disk, per log dir (Kafka's names):
                                          partition is what follows the last '-')
     <topic>-<partition>.<id>-delete/     a log being deleted (removed at startup if left over)
     <topic>-<partition>.<id>-stray/      a log moved aside as stray (kept, never loaded)
+    <topic>-<partition>.<id>-future/     a copy being made of a log of another log dir
+                                         (AlterReplicaLogDirs; log_move.py: removed at startup)
 
 In each partition directory, `partition.metadata` ("version: 0" and "topic_id: <base64>", as
 Kafka writes it) names the topic the log belongs to. A topic deleted while this broker was down
@@ -22,14 +24,17 @@ As in Kafka it is not deleted: the operator may still want its data. Start-up sk
 
 Startup reads the checkpoints and the marker, loads every partition directory (rescanning
 unflushed segments only after an unclean stop) and removes the marker. Shutdown flushes and
-closes every log, writes the checkpoints, then the marker.
+closes every log, writes the checkpoints, then the marker. What a move between log dirs left
+half done is settled first (log_move.py): the partition keeps one log, and the moves that did
+not finish are in `interrupted_moves` for the broker to start again.
 
 Logs are opened through a `log_factory` (partition_log.py's LogFactory): `Log.open` always,
 except in benchmarks that hand it `NullLog.open` to take the disk out of the measurement
 (bench/bench_null_engine.py). There is no broker config key for that on purpose.
 
-Creating logs: a new partition goes to the log dir holding the fewest logs (a count kept per
-dir, so the choice is O(1)). `create_logs` creates many at once and fsyncs each parent dir
+Creating logs: a new partition goes to the log dir AlterReplicaLogDirs named for it before it
+existed here (`preferred_dirs`, as Kafka's), else to the log dir holding the fewest logs (a
+count kept per dir, so the choice is O(1)). `create_logs` creates many at once and fsyncs each parent dir
 once for all of them (the new partition directories' names are then durable; each new log
 fsyncs its own directory at its first flush, before its recovery point moves). It touches no
 shared state, so it may run in a worker thread; `add_logs` then registers the logs, on the
@@ -49,6 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
+from samsa.storage import log_move
 from samsa.storage.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
@@ -105,6 +111,10 @@ class LogManager:
         self._topic_ids: dict[TopicPartition, str | None] = {}  # from partition.metadata
         self._snapshots = itertools.count(1)  # checkpoint snapshot generations
         self.offline_dirs: dict[Path, str] = {}  # failed log dirs -> why (until a restart)
+        # AlterReplicaLogDirs named a log dir for a partition not here yet: it is created there.
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
+        # Moves between log dirs a stop interrupted (found at startup): partition -> destination.
+        self.interrupted_moves: dict[TopicPartition, Path] = {}
         # Told of each OSError met in a log dir by the periodic work here (flush, retention,
         # deleted files); the broker decides whether the dir failed (`is_log_dir_failure`).
         self.on_error: Callable[[Path, OSError], None] | None = None
@@ -125,11 +135,29 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self._check_meta(d)
+        found: dict[TopicPartition, list[Path]] = {}
+        for d in self.log_dirs:
+            self._scan_dir(d, found)
+        moved = self._check_duplicates(found)
+        configs = topic_configs or {}
         # As Kafka: num.recovery.threads.per.data.dir threads for each log dir, all dirs at once.
         with ThreadPoolExecutor(self.recovery_threads * len(self.log_dirs),
                                 thread_name_prefix="samsa-log-recovery") as pool:
+            opening = {d: self._open_dir(d, found, configs, pool) for d in self.log_dirs}
+            opened: dict[TopicPartition, list[PartitionLog]] = {}
             for d in self.log_dirs:
-                self._load_dir(d, topic_configs or {}, pool)
+                for tp, fut in opening[d]:
+                    opened.setdefault(tp, []).append(fut.result())
+        for tp, logs in opened.items():
+            lg = self._settle_move(tp, logs) if tp in moved else logs[0]
+            if tp not in moved and log_move.is_marked(lg.dir):  # a move done but for removing its marker
+                log_move.unmark(lg.dir)
+            self._add(tp, lg)
+            self._topic_ids[tp] = read_topic_id(lg.dir)
+        for d in self.log_dirs:
+            if not (d / CLEAN_SHUTDOWN_FILE).exists() and any(lg.dir.parent == d for lg in self._logs.values()):
+                log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
+            (d / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
         log.info("Loaded %d logs from %s in %.0f ms", len(self._logs), ", ".join(map(str, self.log_dirs)),
                  (time.monotonic() - started) * 1000)
 
@@ -154,13 +182,9 @@ class LogManager:
                 wanted["cluster.id"] = self.cluster_id
             write_properties(path, wanted)
 
-    def _load_dir(self, d: Path, topic_configs: Mapping[str, LogConfig], pool: ThreadPoolExecutor) -> None:
-        marker = d / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        recovery_points = _read_offsets_or_empty(d / RECOVERY_POINT_CHECKPOINT)
-        start_offsets = _read_offsets_or_empty(d / LOG_START_OFFSET_CHECKPOINT)
-        opening: list[tuple[TopicPartition, Future[PartitionLog]]] = []
-        seen: set[TopicPartition] = set()  # (a set: a scan per directory was O(n^2), 5 s at 10,000)
+    def _scan_dir(self, d: Path, found: dict[TopicPartition, list[Path]]) -> None:
+        """The partition dirs of log dir `d` into `found`; leftovers of deletions and copies that
+        were never committed (log_move.py) are removed; stray logs are left alone."""
         strays: list[str] = []
         for entry in sorted(os.scandir(d), key=lambda e: e.name):
             if not entry.is_dir():
@@ -172,30 +196,62 @@ class LogManager:
             if entry.name.endswith(STRAY_DIR_SUFFIX):
                 strays.append(entry.name)
                 continue
+            future = log_move.parse_future_dir(entry.name)
+            if future is not None:
+                log.info("Removing %s, the copy of a move between log dirs that a stop interrupted (the move "
+                         "starts again)", entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                self.interrupted_moves[future] = d
+                continue
             tp = parse_topic_partition(entry.name)
             if tp is None:
                 log.warning("Skipping %s: not a <topic>-<partition> directory", entry.path)
                 continue
-            if tp in self._logs or tp in seen:
-                other = self._logs[tp].dir if tp in self._logs else "another log dir"
-                raise StorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {other} and {entry.path}")
-            seen.add(tp)
-            opening.append((tp, pool.submit(self._log_factory, Path(entry.path),
-                                            topic_configs.get(tp[0], self.default_config),
-                                            recovery_point=recovery_points.get(tp, 0),
-                                            log_start_offset=start_offsets.get(tp, 0), clean_shutdown=clean,
-                                            clock=self._clock)))
+            found.setdefault(tp, []).append(Path(entry.path))
         if strays:
             names = ", ".join(strays[:10]) + (" ..." if len(strays) > 10 else "")
             log.warning("Not loading %d stray log(s) kept in %s (moved aside earlier; delete them once their data "
                         "is not needed): %s", len(strays), d, names)
-        for tp, fut in opening:
-            lg = fut.result()
-            self._add(tp, lg)
-            self._topic_ids[tp] = read_topic_id(lg.dir)
-        if not clean and self._logs:
-            log.info("Log dir %s was not shut down cleanly; unflushed segments were rescanned", d)
-        marker.unlink(missing_ok=True)
+
+    @staticmethod
+    def _check_duplicates(found: Mapping[TopicPartition, list[Path]]) -> set[TopicPartition]:
+        """The partitions with a dir in two log dirs because a move between them stopped after
+        its commit (one of the two holds log_move's marker); StorageError for any other
+        duplicate."""
+        moved = set()
+        for tp, paths in found.items():
+            if len(paths) == 1:
+                continue
+            if len(paths) == 2 and sum(log_move.is_marked(p) for p in paths) == 1:
+                moved.add(tp)
+                continue
+            raise StorageError(f"duplicate log directories for {tp[0]}-{tp[1]}: {paths[0]} and {paths[1]}")
+        return moved
+
+    def _open_dir(self, d: Path, found: Mapping[TopicPartition, list[Path]], topic_configs: Mapping[str, LogConfig],
+                  pool: ThreadPoolExecutor) -> list[tuple[TopicPartition, Future[PartitionLog]]]:
+        clean = (d / CLEAN_SHUTDOWN_FILE).exists()
+        recovery_points = _read_offsets_or_empty(d / RECOVERY_POINT_CHECKPOINT)
+        start_offsets = _read_offsets_or_empty(d / LOG_START_OFFSET_CHECKPOINT)
+        return [(tp, pool.submit(self._log_factory, path, topic_configs.get(tp[0], self.default_config),
+                                 recovery_point=recovery_points.get(tp, 0), log_start_offset=start_offsets.get(tp, 0),
+                                 clean_shutdown=clean, clock=self._clock))
+                for tp, paths in found.items() for path in paths if path.parent == d]
+
+    def _settle_move(self, tp: TopicPartition, logs: list[PartitionLog]) -> PartitionLog:
+        """Of a partition's two logs left by a move that stopped between its commit and its end,
+        keep the one holding everything (log_move.copy_wins) and delete the other."""
+        copy, current = sorted(logs, key=lambda lg: not log_move.is_marked(lg.dir))
+        keep, drop = (copy, current) if log_move.copy_wins(copy.log_end_offset, current.log_end_offset) \
+            else (current, copy)
+        log.warning("%s-%d: a move from %s to %s stopped half way; keeping the log in %s (log end offset %d), "
+                    "deleting the one in %s (log end offset %d)", tp[0], tp[1], current.dir.parent, copy.dir.parent,
+                    keep.dir.parent, keep.log_end_offset, drop.dir.parent, drop.log_end_offset)
+        drop.close()
+        log_move.remove(log_move.retire(drop.dir, keep.dir))
+        if keep is current:
+            self.interrupted_moves[tp] = copy.dir.parent
+        return keep
 
     # -- logs ----------------------------------------------------------------------------
 
@@ -236,7 +292,8 @@ class LogManager:
             if not online:
                 raise StorageError(f"every log dir is offline ({', '.join(map(str, self.log_dirs))}): "
                                    f"cannot create {topic}-{partition}")
-            parent = min(online, key=counts.__getitem__)
+            preferred = self.preferred_dirs.get((topic, partition))
+            parent = preferred if preferred in counts else min(online, key=counts.__getitem__)
             directory = parent / f"{topic}-{partition}"
             cfg = config or self.default_config
             new: PartitionLog
@@ -246,7 +303,11 @@ class LogManager:
                 try:
                     new = Log.create(directory, cfg, clock=self._clock)
                 except FileExistsError:  # left by a crash between mkdir and registration: load it
-                    new = Log.open(directory, cfg, clock=self._clock)
+                    if log_move.is_marked(directory):  # (no: the copy of a move being undone)
+                        log_move.discard(directory)
+                        new = Log.create(directory, cfg, clock=self._clock)
+                    else:
+                        new = Log.open(directory, cfg, clock=self._clock)
             counts[parent] += 1
             parents.add(parent)
             created += 1
@@ -275,8 +336,32 @@ class LogManager:
 
     def _add(self, tp: TopicPartition, lg: PartitionLog) -> None:
         self._logs[tp] = lg
+        self.preferred_dirs.pop(tp, None)
         parent = lg.dir.parent
         self._per_dir[parent] = self._per_dir.get(parent, 0) + 1
+
+    def log_dir_named(self, path: str) -> Path | None:
+        """The log dir whose absolute path is `path` (as AlterReplicaLogDirs names one), or None."""
+        wanted = Path(path)
+        if not wanted.is_absolute():
+            return None
+        return next((d for d in self.log_dirs if d.absolute() == wanted), None)
+
+    def replace_log(self, tp: TopicPartition, new: PartitionLog) -> PartitionLog | None:
+        """Register `new` as the partition's log in place of the current one (a move between log
+        dirs, on the owner thread); the current one is returned, still open."""
+        old = self._logs.get(tp)
+        if old is not None:
+            self._per_dir[old.dir.parent] -= 1
+        self._logs[tp] = new
+        parent = new.dir.parent
+        self._per_dir[parent] = self._per_dir.get(parent, 0) + 1
+        return old
+
+    def release_later(self, lg: PartitionLog) -> None:
+        """Close the descriptors of a log no longer served (its files gone or going) after
+        file.delete.delay.ms, so that in-flight sendfiles from it never read a recycled one."""
+        self._deleted.append((self._now_ms() + lg.config.file_delete_delay_ms, lg))
 
     def topic_id_of(self, tp: TopicPartition) -> str | None:
         """The topic id in the log's partition.metadata (None: no such file yet, or no log)."""
@@ -377,6 +462,21 @@ class LogManager:
         """Flush logs whose flush.ms elapsed (and rolled segments not yet flushed); logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
         return sum(self._each_log(lambda lg: lg.maybe_flush(now)))
+
+    def presync_due(self, now_ms: int) -> list[int]:
+        """Duplicated descriptors of the segment data `flush_due(now_ms)` would fdatasync, for a
+        worker thread to sync (and close) first: the fsync of a rolled segment (up to
+        segment.bytes of dirty pages) then no longer holds the event loop. An error here is
+        left for flush_due to meet and report."""
+        fds: list[int] = []
+        for lg in list(self._logs.values()):
+            presync = getattr(lg, "presync_fds", None)
+            if presync is not None:
+                try:
+                    fds += presync(now_ms)
+                except OSError:
+                    pass
+        return fds
 
     def _each_log(self, fn: Callable[[PartitionLog], int]) -> list[int]:
         """`fn` over every log; an OSError of one goes to `on_error` (or up, without one) and
@@ -527,6 +627,25 @@ def write_properties(path: Path, props: Mapping[str, str]) -> None:
 def write_checkpoints(snapshot: CheckpointSnapshot) -> None:
     for path, offsets, generation in snapshot:
         write_offsets(path, offsets, generation)
+
+
+def sync_and_close(fds: list[int], report: bool = False) -> None:
+    """fdatasync then close each descriptor (in a worker thread). Errors: with `report`, the
+    first is raised once all are closed (Log.flush_fds' flush); else they are the loop's flush
+    to meet again and report (presync_due's)."""
+    error: OSError | None = None
+    for fd in fds:
+        try:
+            _fdatasync(fd)
+        except OSError as e:
+            error = error or e
+        finally:
+            os.close(fd)
+    if report and error is not None:
+        raise error
+
+
+_fdatasync = getattr(os, "fdatasync", os.fsync)
 
 
 def _fsync_dir(path: Path) -> None:

@@ -346,6 +346,15 @@ class NullLog:
     def flush(self, up_to: int | None = None) -> None:
         self._check_open()
 
+    defer_flush = False
+    flush_due = False  # (nothing to sync: the recovery point is the log end offset)
+
+    def flush_fds(self) -> tuple[int, list[int]]:
+        return self._leo, []
+
+    def flushed_to(self, target: int) -> None:
+        pass
+
     def maybe_flush(self, now_ms: int) -> bool:
         return False
 

@@ -214,6 +214,16 @@ class PartitionLog(Protocol):
 
     def flush(self, up_to: int | None = None) -> None: ...
 
+    defer_flush: bool
+
+    @property
+    def flush_due(self) -> bool:
+        """flush.messages reached (see Log.flush_fds)."""
+
+    def flush_fds(self) -> tuple[int, list[int]]: ...
+
+    def flushed_to(self, target: int) -> None: ...
+
     def maybe_flush(self, now_ms: int) -> bool: ...
 
     def close(self) -> None: ...

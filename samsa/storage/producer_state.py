@@ -7,12 +7,15 @@ last wrote it a marker, and the first offset of its open transaction (-1: none).
 
 A new data batch from that producer is:
 
-* a duplicate of a remembered batch (same sequence range): answered with the original offsets,
-  not appended again -- this is what makes a retried produce safe;
+* a duplicate of a remembered batch (same epoch and sequence range): answered with the original
+  offsets, not appended again -- this is what makes a retried produce safe;
+* from an older epoch: INVALID_PRODUCER_EPOCH; a newer epoch must start at sequence 0;
 * the next in sequence (first sequence = last sequence + 1, wrapping at 2**31): appended;
 * anything else: OUT_OF_ORDER_SEQUENCE_NUMBER;
-* from an older epoch: INVALID_PRODUCER_EPOCH; a newer epoch must start at sequence 0;
 * not transactional while the producer has a transaction open: INVALID_TXN_STATE.
+
+A producer the partition has no state for (new here, or its state expired or was deleted with
+the records) may start at any sequence, as in Kafka.
 
 A transactional batch (attributes bit 4) of a producer with no open transaction opens one at
 its base offset. A transaction marker (control batch, protocol/control.py) ends it: refused
@@ -140,27 +143,22 @@ class ProducerStateManager:
     # -- data batches ----------------------------------------------------------------------
 
     def check(self, h: BatchHeader) -> None:
-        """Raise Duplicate or SequenceError if the batch must not be appended."""
+        """Raise Duplicate or SequenceError if the batch must not be appended (Kafka's order:
+        a duplicate first, then the epoch, the sequence, the transaction state)."""
         if h.producer_id < 0 or h.base_sequence < 0:
             return
         entry = self.producers.get(h.producer_id)
         if entry is None:
-            if h.base_sequence != 0:
-                raise SequenceError(
-                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                    f"producer {h.producer_id} is new here but starts at sequence {h.base_sequence}",
-                )
-            return
+            return  # no state here (a new producer, or its state expired or was deleted): any sequence
+        last_seq = h.last_sequence
+        if h.producer_epoch == entry.epoch:
+            for b in entry.batches:
+                if b.first_seq == h.base_sequence and b.last_seq == last_seq:
+                    raise Duplicate(b.first_offset, b.last_offset)
         if h.producer_epoch < entry.epoch:
             raise SequenceError(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 f"producer {h.producer_id} epoch {h.producer_epoch} is older than {entry.epoch}",
-            )
-        if entry.current_txn_first_offset >= 0 and not h.is_transactional:
-            raise SequenceError(
-                ErrorCode.INVALID_TXN_STATE,
-                f"producer {h.producer_id} has a transaction open at offset {entry.current_txn_first_offset}: "
-                "a non-transactional batch is refused",
             )
         if h.producer_epoch > entry.epoch:
             if h.base_sequence != 0:
@@ -168,16 +166,16 @@ class ProducerStateManager:
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                     f"new epoch {h.producer_epoch} must start at sequence 0, not {h.base_sequence}",
                 )
-            return
-        last_seq = h.last_sequence
-        for b in entry.batches:
-            if b.first_seq == h.base_sequence and b.last_seq == last_seq:
-                raise Duplicate(b.first_offset, b.last_offset)
-        expected = (entry.last_seq + 1) % INT32_WRAP
-        if h.base_sequence != expected:
+        elif h.base_sequence != (expected := (entry.last_seq + 1) % INT32_WRAP):
             raise SequenceError(
                 ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                 f"producer {h.producer_id} sent sequence {h.base_sequence}, expected {expected}",
+            )
+        if entry.current_txn_first_offset >= 0 and not h.is_transactional:
+            raise SequenceError(
+                ErrorCode.INVALID_TXN_STATE,
+                f"producer {h.producer_id} has a transaction open at offset {entry.current_txn_first_offset}: "
+                "a non-transactional batch is refused",
             )
 
     def record(self, h: BatchHeader, first_offset: int) -> None:

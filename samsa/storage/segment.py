@@ -100,6 +100,10 @@ class LogSegment:
         self.txn_index = TransactionIndex(self.path(TXN_INDEX_SUFFIX), exists=existing)
         ts, ts_offset = self.time_index.last_entry()
         self.max_timestamp = ts  # largest batch max timestamp (-1: none)
+        # The first batch's max timestamp (Kafka's rolling-based timestamp; max.compaction.lag.ms
+        # measures a segment's age from it): known once a batch is appended or the segment is
+        # scanned or read (`read_first_batch_timestamp`); None until then.
+        self.first_batch_timestamp: int | None = None
         self.offset_of_max_timestamp = ts_offset  # last offset of the batch that has it
         self.bytes_since_last_index_entry = 0
         # The last few batches appended since open: a consumer following the tail asks for
@@ -128,10 +132,13 @@ class LogSegment:
 
     @classmethod
     def open(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, segment_index_bytes: int,
-             now_ms: int) -> LogSegment:
-        """An existing segment; check `needs_recovery` afterwards."""
-        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
-                   segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=True)
+             now_ms: int, durable: bool = False) -> LogSegment:
+        """An existing segment; check `needs_recovery` afterwards. `durable`: its files are
+        known to be fsynced already (a cleaned segment)."""
+        seg = cls(directory, base_offset, index_interval_bytes=index_interval_bytes,
+                  segment_index_bytes=segment_index_bytes, created_ms=now_ms, existing=True)
+        seg._data_synced = durable
+        return seg
 
     def _open_indexes(self, segment_index_bytes: int, existing: bool) -> tuple[OffsetIndex, TimeIndex]:
         index_path = self.path(INDEX_SUFFIX)
@@ -187,6 +194,8 @@ class LogSegment:
             raise
         self._data_synced = False
         self.size = start + len(buf)
+        if start == 0 and batches:
+            self.first_batch_timestamp = batches[0][2]
         recent = self.recent
         for pos, last_offset, max_ts, size in batches:
             self.index_batch(start + pos, last_offset, max_ts, size)
@@ -332,6 +341,12 @@ class LogSegment:
                 return batch
         return None
 
+    def read_first_batch_timestamp(self) -> int | None:
+        """`first_batch_timestamp`, read from the file if not known yet (None: no batch)."""
+        if self.first_batch_timestamp is None and self.size >= HEADER_SIZE:
+            self.first_batch_timestamp = self.read_header(0).max_timestamp
+        return self.first_batch_timestamp
+
     def read_header(self, position: int) -> BatchHeader:
         return BatchHeader._make(HEADER.unpack(os.pread(self.fd, HEADER_SIZE, position)))
 
@@ -409,6 +424,8 @@ class LogSegment:
             return None
         os.ftruncate(self.fd, batch.position)
         self.size = batch.position
+        if self.size == 0:
+            self.first_batch_timestamp = None
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry()
@@ -424,6 +441,11 @@ class LogSegment:
     def write_indexes(self, *, fsync: bool = False) -> None:
         self.offset_index.write(fsync=fsync)
         self.time_index.write(fsync=fsync)
+
+    @property
+    def data_synced(self) -> bool:
+        """The .log's data fdatasynced since its last append."""
+        return self._data_synced
 
     @property
     def durable(self) -> bool:

@@ -277,8 +277,10 @@ def assign_offsets(buf: bytearray | memoryview, headers: Sequence[tuple[int, Bat
 
 def check_follower_offsets(name: str, headers: Sequence[tuple[int, BatchHeader]], log_end_offset: int,
                            latest_epoch: int | None) -> tuple[AssignedBatches, list[tuple[int, int]]]:
-    """Follower: the first batch must start at the log end offset and offsets only grow
-    (UnexpectedAppendOffset otherwise). Also returns the (epoch, start offset) of each batch
+    """Follower: offsets only grow, from the log end offset on (UnexpectedAppendOffset
+    otherwise). A batch may start past the log end offset, as in Kafka: the leader's log may
+    have gaps where its cleaner removed whole batches (compaction never moves an offset).
+    Also returns the (epoch, start offset) of each batch
     whose partitionLeaderEpoch differs from the one before it (and is not -1)."""
     expected = log_end_offset
     max_ts, offset_of_max = -1, -1
@@ -286,7 +288,7 @@ def check_follower_offsets(name: str, headers: Sequence[tuple[int, BatchHeader]]
     epoch = latest_epoch
     new_epochs: list[tuple[int, int]] = []
     for pos, h in headers:
-        if (h.base_offset != expected) if not batches else (h.base_offset < expected):
+        if h.base_offset < expected:
             raise UnexpectedAppendOffset(
                 f"{name}: batch at offset {h.base_offset} does not follow offset {expected - 1}")
         last = h.last_offset

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from confluent_kafka import KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
@@ -70,7 +72,8 @@ def test_list_offsets_max_timestamp(broker: BrokerProcess, topic_name: str) -> N
 
 
 def test_list_offsets_earliest_local_and_latest_tiered(broker: BrokerProcess, topic_name: str) -> None:
-    """KIP-1005's EARLIEST_LOCAL (-4) and LATEST_TIERED (-5), ListOffsets v9, on a broker without
+    """KIP-1005's EARLIEST_LOCAL (-4) and LATEST_TIERED (-5), ListOffsets v9, and KIP-1023's
+    EARLIEST_PENDING_UPLOAD (-6), v11, on a broker without
     tiered storage: the log start offset, and no offset at all (-1, no error), as Kafka answers
     (its kafka-get-offsets --time -5 then prints nothing for the partition, not the end)."""
     a = admin(broker)
@@ -85,6 +88,13 @@ def test_list_offsets_earliest_local_and_latest_tiered(broker: BrokerProcess, to
     assert got[0][:3] == (0, 3, -1) and got[0][3] >= 0
     assert got[1] == (0, -1, -1, -1)
     assert got[2][:2] == (0, 10)
+    # v11 (KIP-1023): EARLIEST_PENDING_UPLOAD (-6), none without tiered storage; v10's timeout bounds
+    # a remote lookup there is none of
+    with RawClient(broker.bootstrap) as c:
+        r = c.request(2, 11, {"replica_id": -1, "isolation_level": 0, "timeout": 100, "topics": [
+            {"name": topic_name, "partitions": [{"partition_index": 0, "timestamp": ts} for ts in (-6, -4)]}]})
+    got = [(p.error_code, p.offset, p.timestamp, p.leader_epoch) for p in r.topics[0].partitions]
+    assert got[0] == (0, -1, -1, -1) and got[1][:3] == (0, 3, -1)
 
 
 def test_topic_configs_describe_and_incremental_alter(broker: BrokerProcess, topic_name: str) -> None:
@@ -204,3 +214,32 @@ def _watermarks(b: BrokerProcess, topic: str) -> tuple[int, int]:
         return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
     finally:
         c.close()
+
+
+def test_metadata_by_topic_id_as_the_java_admin_asks(broker: BrokerProcess, topic_name: str) -> None:
+    """The Admin's describeTopics by id sends Metadata v12 with the ids and "" for the names:
+    the ids count, an unknown one is UNKNOWN_TOPIC_ID with its id echoed (the Admin reads the
+    errors by id and fails on a zero id). v10-11 carry the field but may not use it
+    (INVALID_REQUEST), as in Kafka."""
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    with RawClient(broker.bootstrap) as c:
+        def ask(version: int, tid: bytes) -> Any:
+            return c.request(3, version, {"topics": [{"name": "", "topic_id": tid}], "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False}).topics[0]
+        known = bytes(c.request(3, 12, {"topics": [{"name": topic_name}], "allow_auto_topic_creation": False,
+                                         "include_topic_authorized_operations": False}).topics[0].topic_id)
+        found = ask(12, known)
+        assert (found.error_code, found.name, len(found.partitions)) == (0, topic_name, 1)
+        unknown = ask(12, b"\x01" * 16)
+        assert (unknown.error_code, unknown.name, bytes(unknown.topic_id)) == (100, None, b"\x01" * 16)
+        assert ask(10, known).error_code == 42
+
+
+def test_delete_records_of_a_compacted_topic_is_a_policy_violation(broker: BrokerProcess, topic_name: str) -> None:
+    a = admin(broker)
+    a.create_topics([NewTopic(topic_name, 1, 1, config={"cleanup.policy": "compact"})])[topic_name].result(10)
+    produce_n(broker, topic_name, 3)
+    tp = TopicPartition(topic_name, 0, 2)
+    with pytest.raises(KafkaException, match="POLICY_VIOLATION"):
+        a.delete_records([tp])[tp].result(10)

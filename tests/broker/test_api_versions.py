@@ -84,12 +84,12 @@ def test_client_software_name_and_version_are_checked_from_v3(broker: BrokerProc
 
 
 def test_features_with_level_0_are_left_out_below_v4(broker: BrokerProcess) -> None:
-    """transaction.version is supported from level 0: a v3 answer leaves it out (clients of
-    that time fail to read a 0 there, KAFKA-17492), v4 and v5 list it; the finalized level is
-    in all three."""
+    """transaction.version and group.version are supported from level 0: a v3 answer leaves
+    them out (clients of that time fail to read a 0 there, KAFKA-17492), v4 and v5 list them;
+    the finalized levels are in all three."""
     with Conn(broker.bootstrap) as c:
         got = {v: c.api_versions(v) for v in (3, 4, 5)}
     assert supported_features(got[3].tagged_fields) == {}
     assert supported_features(got[4].tagged_fields) == supported_features(got[5].tagged_fields) == {
-        "transaction.version": (0, 2)}
+        "transaction.version": (0, 2), "group.version": (0, 1)}
     assert all(2 in r.tagged_fields for r in got.values())  # FinalizedFeatures

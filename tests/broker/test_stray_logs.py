@@ -23,6 +23,16 @@ def _strays(b: BrokerProcess) -> list[str]:
     return sorted(p.name for p in b.log_dir.iterdir() if p.name.endswith("-stray"))
 
 
+def _written_topic_id(directory: Any) -> str:
+    """The topic id in `directory`'s partition.metadata, which a worker thread writes soon after
+    the log is created."""
+    deadline = time.monotonic() + 30
+    while (topic_id := read_topic_id(directory)) is None:
+        assert time.monotonic() < deadline, f"no partition.metadata in {directory} after 30 s"
+        time.sleep(0.05)
+    return topic_id
+
+
 def test_a_log_of_a_topic_that_does_not_exist_is_moved_aside_not_deleted(broker_factory: Any) -> None:
     b: BrokerProcess = broker_factory(**{"auto.create.topics.enable": "false"})
     with RawClient(b.bootstrap) as c:
@@ -52,8 +62,7 @@ def test_a_topic_created_again_does_not_inherit_the_old_topics_log(broker_factor
     with RawClient(b.bootstrap) as c:
         create_topic(c, "again")
         assert produce(c, "again", batch(n=5)).error_code == 0
-        old_id = read_topic_id(b.log_dir / "again-0")
-        assert old_id is not None
+    old_id = _written_topic_id(b.log_dir / "again-0")
     b.stop()
     shutil.copytree(b.log_dir / "again-0", b.workdir / "old-again-0")
     b.start()
@@ -64,8 +73,8 @@ def test_a_topic_created_again_does_not_inherit_the_old_topics_log(broker_factor
             time.sleep(0.05)  # the directory goes once the deletion has run
         create_topic(c, "again")
         assert produce(c, "again", batch(n=1)).error_code == 0
-    new_id = read_topic_id(b.log_dir / "again-0")
-    assert new_id not in (None, old_id)
+    new_id = _written_topic_id(b.log_dir / "again-0")
+    assert new_id != old_id
     b.stop()
     shutil.rmtree(b.log_dir / "again-0")
     shutil.copytree(b.workdir / "old-again-0", b.log_dir / "again-0")  # the old topic's log is back
@@ -74,7 +83,7 @@ def test_a_topic_created_again_does_not_inherit_the_old_topics_log(broker_factor
         assert latest_offset(c, "again") == 0  # not the old topic's five records
     (stray,) = _strays(b)
     assert stray.startswith("again-0.") and read_topic_id(b.log_dir / stray) == old_id
-    assert read_topic_id(b.log_dir / "again-0") == new_id
+    assert _written_topic_id(b.log_dir / "again-0") == new_id
     assert f"it belongs to topic id {old_id}, again is now {new_id}" in b.log_text()
 
 

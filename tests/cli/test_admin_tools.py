@@ -41,7 +41,7 @@ BAD_ARGS = [
     [RP, "--bootstrap-server", "x:1", "--execute", "--reassignment-json-file", "r.json", "--throttle", "-5"],
     [RP, "--bootstrap-server", "x:1", "--execute", "--reassignment-json-file", "r.json", "--throttle", "fast"],
     [RP, "--bootstrap-server", "x:1", "--execute", "--reassignment-json-file", "r.json",
-     "--replica-alter-log-dirs-throttle", "100"],
+     "--replica-alter-log-dirs-throttle", "-5"],
 ]
 
 
@@ -221,6 +221,49 @@ def test_reassign_throttle_is_set_and_cleared(broker: Any, topic_name: str, tmp_
     assert "throttled" not in configs
     configs = ok(samsa("configs", *bs, "--entity-type", "brokers", "--entity-name", "0", "--describe"))
     assert "throttled" not in configs
+
+
+def test_reassign_moves_a_replica_between_log_dirs(broker_factory: Any, topic_name: str, tmp_path: Path) -> None:
+    """log_dirs in the file: --execute asks the broker to move the replica (AlterReplicaLogDirs)
+    with the log dir throttle, --verify follows it (DescribeLogDirs) and clears the throttle."""
+    a_dir, b_dir = tmp_path / "dir-a", tmp_path / "dir-b"
+    broker = broker_factory(log_dirs=f"{a_dir},{b_dir}")
+    create(broker, topic_name, 1)
+    ok(samsa("console-producer", "--bootstrap-server", broker.bootstrap, "--topic", topic_name,
+             input="".join(f"record-{i}\n" for i in range(100))))
+    src, dest = (a_dir, b_dir) if (a_dir / f"{topic_name}-0").is_dir() else (b_dir, a_dir)
+    bs = ["--bootstrap-server", broker.bootstrap]
+    path = write(tmp_path, "r.json", {"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [0], "log_dirs": [str(dest)]}]})
+    out = ok(samsa(RP, *bs, "--execute", "--reassignment-json-file", path, "--replica-alter-log-dirs-throttle",
+                   "50000000"))
+    assert out.splitlines()[5:] == [
+        "Warning: You must run --verify periodically, until the reassignment completes, to ensure the throttle is "
+        "removed.",
+        "The replica-alter-dir throttle limit was set to 50000000 B/s",
+        f"Successfully started partition reassignment for {topic_name}-0",
+        f"Successfully started moving log directory to {dest} for replica {topic_name}-0 with broker 0 ",
+    ]
+    for _ in range(50):  # (100 records: done at once, or nearly)
+        out = ok(samsa(RP, *bs, "--verify", "--reassignment-json-file", path))
+        if "completed successfully" in out:
+            break
+    assert out.splitlines()[:3] == ["Status of partition reassignment:",
+                                    f"Reassignment of partition {topic_name}-0 is completed.",
+                                    f"Reassignment of replica {topic_name}-0-0 completed successfully."], out
+    assert "Clearing broker-level throttles on broker 0" in out
+    assert [p.name for p in dest.iterdir() if p.name.startswith(topic_name)] == [f"{topic_name}-0"]
+    assert [p.name for p in src.iterdir() if p.name.startswith(topic_name)] == []
+    configs = ok(samsa("configs", *bs, "--entity-type", "brokers", "--entity-name", "0", "--describe"))
+    assert "replica.alter.log.dirs" not in configs
+    # a dir that is not one of the broker's: Kafka's error, named
+    bad = write(tmp_path, "bad.json", {"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [0], "log_dirs": [str(tmp_path / "elsewhere")]}]})
+    line = one_line_error(samsa(RP, *bs, "--execute", "--reassignment-json-file", bad))
+    assert line.endswith(f"Failed to alter dir for {topic_name}-0-0: LOG_DIR_NOT_FOUND"), line
+    out = ok(samsa(RP, *bs, "--verify", "--reassignment-json-file", bad))
+    assert (f"Partition {topic_name}-0 on broker 0 is not being moved from log dir {dest} to {tmp_path / 'elsewhere'}."
+            in out), out
 
 
 # ------------------------------------------------------------- topics --describe filters

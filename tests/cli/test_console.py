@@ -222,7 +222,7 @@ def test_signal_reports_count(broker: Any, topic_name: str, sig: signal.Signals,
     assert proc.stdout is not None
     assert proc.stdout.readline() == "a\n" and proc.stdout.readline() == "b\n"
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == code, err
     assert err.strip().splitlines()[-1] == "Processed a total of 2 messages", err
     assert "Traceback" not in err

@@ -136,11 +136,13 @@ def test_reassign_throttle_is_set_then_removed_by_verify(cluster, tmp_path: Path
     c = cluster(3)
     t = topic_name()
     c.create_topic(t, assignment=[[0]])
-    # 2.5 MB at 1 MB/s: the followers need at least about two seconds to copy it.
+    # 2.5 MB at 10 kB/s: a new replica copies one fetch (replica.fetch.max.bytes, 1 MiB) at once,
+    # then the rest at 10 kB/s, so the move cannot be over before about 150 s, however loaded the
+    # machine: the checks below find it in progress, then a raised throttle lets it finish.
     assert_delivered(produce_sync(c.bootstrap, t, values(250, size=10_000)))
     path = write(tmp_path, "r.json", reassignment(t, [1, 2]))
-    out = ok(tool(c, RP, "--execute", "--reassignment-json-file", path, "--throttle", "1000000"))
-    assert "The inter-broker throttle limit was set to 1000000 B/s" in out, out
+    out = ok(tool(c, RP, "--execute", "--reassignment-json-file", path, "--throttle", "10000"))
+    assert "The inter-broker throttle limit was set to 10000 B/s" in out, out
     assert f"Successfully started partition reassignment for {t}-0" in out, out
 
     # Kafka's throttle configs: the source replica leads throttled, the new ones follow throttled.
@@ -149,15 +151,20 @@ def test_reassign_throttle_is_set_then_removed_by_verify(cluster, tmp_path: Path
     assert "follower.replication.throttled.replicas=0:1,0:2" in topic_cfg, topic_cfg
     for b in range(3):
         broker_cfg = configs(c, "brokers", str(b))
-        assert "leader.replication.throttled.rate=1000000" in broker_cfg, (b, broker_cfg)
-        assert "follower.replication.throttled.rate=1000000" in broker_cfg, (b, broker_cfg)
-    # The throttle is applied: the move cannot be over yet, and --verify keeps the throttles.
+        assert "leader.replication.throttled.rate=10000" in broker_cfg, (b, broker_cfg)
+        assert "follower.replication.throttled.rate=10000" in broker_cfg, (b, broker_cfg)
+    # The throttle holds the move: --verify finds it in progress and keeps the throttles.
     early = ok(tool(c, RP, "--verify", "--reassignment-json-file", path))
     assert f"Reassignment of partition {t}-0 is still in progress." in early, early
     assert "Clearing" not in early, early
     assert "follower.replication.throttled.replicas=0:1,0:2" in configs(c, "topics", t)
+    assert c.assignment(t) == {0: [1, 2, 0]}  # KIP-455: still adding 1 and 2
 
-    out = verify_completed(c, path, t, timeout=20)
+    # Kafka's way to change the throttle of a running move: resubmit it with --additional. The
+    # followers, waiting out the data they copied at 10 kB/s, go on at the new rate at once.
+    out = ok(tool(c, RP, "--execute", "--additional", "--reassignment-json-file", path, "--throttle", "100000000"))
+    assert "The inter-broker throttle limit was set to 100000000 B/s" in out, out
+    out = verify_completed(c, path, t, timeout=30)
     assert "Clearing broker-level throttles on brokers 0,1,2" in out, out
     assert f"Clearing topic-level throttles on topic {t}" in out, out
     assert c.assignment(t) == {0: [1, 2]}

@@ -495,3 +495,21 @@ def test_delete_records_waits_for_every_live_follower(cluster) -> None:  # type:
     finally:
         c.resume(follower)
     assert delete_records(60, 20_000) == (0, 60)  # the same again: it has caught up
+
+
+def test_flush_messages_flushes_the_leader_and_the_followers(cluster) -> None:  # type: ignore[no-untyped-def]
+    """flush.messages=1 on an RF=3 topic: every record acknowledged and read back, and every
+    replica's recovery point (checkpointed every 50 ms) reaches the log end: the followers flush
+    what they replicate too (in worker threads, as the leader)."""
+    from samsa.storage.checkpoints import RECOVERY_POINT_CHECKPOINT, read_offsets
+
+    c = cluster(3, **{"log.flush.offset.checkpoint.interval.ms": "50"})
+    t = topic_name()
+    c.create_topic(t, partitions=1, rf=3, configs={"min.insync.replicas": "2", "flush.messages": "1"})
+    sent = values(500)
+    assert assert_delivered(produce_sync(c.bootstrap, t, sent)) == list(range(500))
+    assert [v for _, _, v in c.consume_all(t, [0])[0]] == sent
+    c.wait_full_isr(t)
+    for i in range(3):
+        c.wait_for(lambda i=i: read_offsets(c.broker(i).log_dir / RECOVERY_POINT_CHECKPOINT).get((t, 0)) == 500, 30,
+                   f"broker {i}'s recovery point of {t}-0 reaches 500")

@@ -42,6 +42,7 @@ MAIN_CLASSES = {
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-dump-log": "org.apache.kafka.tools.DumpLogSegments",
     "kafka-broker-api-versions": "org.apache.kafka.tools.BrokerApiVersionsCommand",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
 }

@@ -148,7 +148,9 @@ def test_consume_transform_produce_with_send_offsets(
     if level >= 2:  # the offsets go straight to the group coordinator (TxnOffsetCommit v5)
         assert "AddOffsetsToTxnRequestData" not in sent and "AddPartitionsToTxnRequestData" not in sent, sent
     else:
-        assert sent.count("AddOffsetsToTxnRequestData") == out["transactions"], sent
+        # one a transaction, and its retries: a transaction begun while the last one's markers are
+        # still being written gets CONCURRENT_TRANSACTIONS, and the client sends it again
+        assert sent.count("AddOffsetsToTxnRequestData") >= out["transactions"], sent
 
 
 FENCED = ("org.apache.kafka.common.errors.ProducerFencedException",

@@ -1,7 +1,7 @@
 """Apache Kafka's own command-line tools (Kafka 4.4: kafka-topics, kafka-console-producer and
 -consumer, kafka-consumer-groups, kafka-configs, the perf tests, kafka-get-offsets,
-kafka-delete-records, kafka-log-dirs) against one Samsa broker, as an operator runs them
-(tests/compat/kafkatools.py: `java -cp <tools jars> <MainClass>`).
+kafka-delete-records, kafka-log-dirs, kafka-reassign-partitions between log dirs) against one
+Samsa broker, as an operator runs them (tests/compat/kafkatools.py: `java -cp <tools jars> <MainClass>`).
 
 Each test checks the tool's own output where its format is what people script against, and
 checks the change itself from outside with confluent-kafka (AdminClient, a consumer). A JVM
@@ -26,12 +26,14 @@ from confluent_kafka.admin import ConfigResource, ConfigSource, OffsetSpec
 from tests.brokerproc import BrokerProcess
 from tests.compat.helpers import (
     Rec,
+    as_recs,
     base_timestamp_ms,
     ck_admin,
     ck_create_topic,
     ck_list_offset,
     ck_produce,
     ck_producer,
+    ck_read,
     make_records,
 )
 from tests.compat.kafkatools import KafkaTools
@@ -343,3 +345,44 @@ def test_log_dirs_describe(broker: BrokerProcess, kafka_tools: KafkaTools, topic
     on_disk = {f"{topic_name}-{i}": sum(f.stat().st_size for f in (broker.log_dir / f"{topic_name}-{i}").glob("*.log"))
                for i in (0, 1)}
     assert sizes == on_disk and sizes[f"{topic_name}-0"] == 0 and sizes[f"{topic_name}-1"] > 0
+
+
+def test_reassign_partitions_moves_a_replica_between_log_dirs(broker_factory: Callable[..., BrokerProcess],
+                                                              kafka_tools: KafkaTools, topic_name: str,
+                                                              tmp_path: Path) -> None:
+    """A plan with "log_dirs": --execute sends AlterReplicaLogDirs (with the log dir throttle),
+    --verify follows the move through DescribeLogDirs until it is done (and clears the throttle),
+    kafka-log-dirs shows the replica in its new dir."""
+    a_dir, b_dir = tmp_path / "dir-a", tmp_path / "dir-b"
+    broker = broker_factory(log_dirs=f"{a_dir},{b_dir}")
+    b = ["--bootstrap-server", broker.bootstrap]
+    ck_create_topic(broker.bootstrap, topic_name)
+    recs = make_records("mv", 300, base_timestamp_ms())
+    ck_produce(ck_producer(broker.bootstrap), topic_name, recs)
+    src, dest = (a_dir, b_dir) if (a_dir / f"{topic_name}-0").is_dir() else (b_dir, a_dir)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [0], "log_dirs": [str(dest)]}]}))
+
+    r = kafka_tools.ok("kafka-reassign-partitions", *b, "--execute", "--reassignment-json-file", str(plan),
+                       "--replica-alter-log-dirs-throttle", "50000000")
+    assert "The replica-alter-dir throttle limit was set to 50000000 B/s" in r.stdout, str(r)
+    assert (f"Successfully started moving log directory to {dest} for replica {topic_name}-0 with broker 0"
+            in r.stdout), str(r)
+    verified = None
+    for _ in range(10):  # (a JVM per run: the move of 300 records is over by the first, or soon after)
+        verified = kafka_tools.ok("kafka-reassign-partitions", *b, "--verify", "--reassignment-json-file", str(plan))
+        if f"Reassignment of replica {topic_name}-0-0 completed successfully." in verified.stdout:
+            break
+    assert verified is not None and "completed successfully" in verified.stdout, str(verified)
+    assert "Clearing broker-level throttles on broker 0" in verified.stdout, str(verified)
+    a = ck_admin(broker.bootstrap)
+    res = ConfigResource(ConfigResource.Type.BROKER, "0")
+    assert a.describe_configs([res])[res].result(10)["replica.alter.log.dirs.io.max.bytes.per.second"].is_default
+
+    r = kafka_tools.ok("kafka-log-dirs", *b, "--describe", "--topic-list", topic_name, timeout=60)
+    dirs = {d["logDir"]: d["partitions"] for d in json.loads(r.lines[2])["brokers"][0]["logDirs"]}
+    assert dirs[str(src)] == [] and [(p["partition"], p["isFuture"]) for p in dirs[str(dest)]] == [
+        (f"{topic_name}-0", False)], r.stdout
+    assert [p.name for p in src.iterdir() if p.name.startswith(topic_name)] == []
+    assert as_recs(ck_read(broker.bootstrap, topic_name, 300)) == recs

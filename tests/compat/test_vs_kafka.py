@@ -7,6 +7,10 @@ stays open. The two answers must be equal, unless the case is in DIFFERENCES wit
 Samsa differs on purpose. A listed difference that is gone fails too, so the list stays
 true.
 
+The cases on topics, produce, offsets, fetch, configs and bad frames are here; those on
+consumer groups in vs_kafka_groups.py, on idempotence and transactions in vs_kafka_txn.py;
+vs_kafka.py has what they share. Kafka's own Admin client against both is test_admin_vs_kafka.py.
+
 The table in docs/compat.md ("Samsa beside Apache Kafka") is rendered from these results and
 checked here. After a change, regenerate it with
 
@@ -15,22 +19,26 @@ checked here. After a change, regenerate it with
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from samsa.protocol.records import build_batch
+from tests.compat import vs_kafka_groups, vs_kafka_txn
+from tests.compat.vs_kafka import CaseSet, Results, check_doc, differing, plain, render
+from tests.compat.vs_kafka import batch as _batch
+from tests.compat.vs_kafka import client as _client
+from tests.compat.vs_kafka import closed as _closed
+from tests.compat.vs_kafka import create as _create
+from tests.compat.vs_kafka import name as _name
+from tests.compat.vs_kafka import produce as _produce
+from tests.compat.vs_kafka import ready as _ready
 from tests.rawclient import RawClient
 
-Case = Callable[[str], dict[str, Any]]
-CASES: dict[str, tuple[str, Case]] = {}
+case = CaseSet()
 
 # case -> {field: why Samsa answers differently}: exactly these fields differ (a difference
 # that disappears fails too, so the list stays true)
@@ -42,63 +50,19 @@ DIFFERENCES: dict[str, dict[str, str]] = {
     "bad_frames": {
         "unknown API key: connection closed": "Samsa answers a request it does not serve with its correlation id "
                                               "and UNSUPPORTED_VERSION and keeps the connection; Kafka closes it"},
+    "protocol_migration": {
+        field: "Samsa has no online migration between the classic and the consumer group protocols (KIP-848's "
+               "group.consumer.migration.policy, whose default in Kafka is bidirectional): a group with members is "
+               "of one kind, so a classic JoinGroup to a consumer group gets INCONSISTENT_GROUP_PROTOCOL (23) and a "
+               "ConsumerGroupHeartbeat to a classic group GROUP_ID_NOT_FOUND (69); an empty group of either kind "
+               "becomes the other (samsa/coordinator/consumer.py)"
+        for field in ("JoinGroup to the consumer group", "ConsumerGroupHeartbeat to the classic group")},
+    "list_transactions": {
+        "longer than an hour": "KIP-994's duration filter keeps transactions running longer than the duration; Samsa "
+                               "keeps open (Ongoing) ones that began that long ago. Kafka compares the start time "
+                               "alone, and a transactional id with no transaction has start time -1, so its Empty "
+                               "one is listed as running since 1970"},
 }
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "compat.md"
-START, END = "<!-- vs-kafka:start -->", "<!-- vs-kafka:end -->"
-
-
-def case(what: str) -> Callable[[Case], Case]:
-    def register(fn: Case) -> Case:
-        CASES[fn.__name__.removeprefix("case_")] = (what, fn)
-        return fn
-    return register
-
-
-def _name() -> str:
-    return "vs-" + uuid.uuid4().hex[:10]
-
-
-def _client(bootstrap: str) -> RawClient:
-    return RawClient(bootstrap, timeout=30)
-
-
-def _create(c: RawClient, name: str, partitions: int = 1, rf: int = 1, configs: dict[str, str] | None = None,
-            validate_only: bool = False) -> tuple[int, int]:
-    """CreateTopics v7: (error code, topic config error code)."""
-    resp = c.request(19, 7, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
-                                         "assignments": [], "configs": [{"name": k, "value": v}
-                                                                        for k, v in (configs or {}).items()]}],
-                             "timeout": 30000, "validate_only": validate_only})
-    t = resp.topics[0]
-    return int(t.error_code), int(t.topic_config_error_code)
-
-
-def _ready(c: RawClient, name: str, partitions: int = 1) -> None:
-    """Until Metadata names a leader for every partition (Kafka's KRaft answers CreateTopics first)."""
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = c.request(3, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False,
-                               "include_topic_authorized_operations": False})
-        t = md.topics[0]
-        if int(t.error_code) == 0 and len(t.partitions) == partitions and all(p.leader_id >= 0 for p in t.partitions):
-            return
-        time.sleep(0.05)  # metadata propagation has no event a client can await
-    raise AssertionError(f"{name} has no leaders after 30 s")
-
-
-def _produce(c: RawClient, topic: str, records: bytes, acks: int = -1, partition: int = 0) -> Any:
-    resp = c.request(0, 9, {"transactional_id": None, "acks": acks, "timeout": 30000, "topic_data": [
-        {"name": topic, "partition_data": [{"index": partition, "records": records}]}]})
-    return resp.responses[0].partition_responses[0]
-
-
-def _batch(values: list[bytes], timestamp: int) -> bytes:
-    return build_batch([(b"k", v, [], timestamp) for v in values])
-
-
-def _closed(c: RawClient) -> bool:
-    return c.is_closed_by_peer(timeout=10)
 
 
 # --------------------------------------------------------------------------- topics
@@ -172,14 +136,32 @@ def case_create_partitions(b: str) -> dict[str, Any]:
         return {"1": to(1), "2": to(2), "3": to(3), "unknown topic": to(4, _name())}
 
 
-@case("Metadata for an invalid topic name, and for an unknown one without auto-creation")
+@case("Metadata for an invalid topic name, for an unknown one without auto-creation; by topic id (v12: a known "
+      "id, an unknown one; v10, which has the field but may not use it)")
 def case_metadata_errors(b: str) -> dict[str, Any]:
     with _client(b) as c:
-        out = {}
+        out: dict[str, Any] = {}
         for label, n in (("'a/b'", "a/b"), ("unknown", _name())):
             md = c.request(3, 12, {"topics": [{"name": n}], "allow_auto_topic_creation": False,
                                    "include_topic_authorized_operations": False})
             out[label] = int(md.topics[0].error_code)
+        name = _name()
+        _create(c, name)
+        _ready(c, name)
+
+        def by_id(version: int, topic_id: bytes) -> tuple[int, bool, bool]:
+            """(error, named as the topic, its id echoed), asked by id with name "" (as the Admin asks)."""
+            md = c.request(3, version, {"topics": [{"name": "", "topic_id": topic_id}],
+                                        "allow_auto_topic_creation": False,
+                                        "include_topic_authorized_operations": False})
+            t = md.topics[0]
+            return int(t.error_code), t.name == name, bytes(t.topic_id) == topic_id
+        md = c.request(3, 12, {"topics": [{"name": name}], "allow_auto_topic_creation": False,
+                               "include_topic_authorized_operations": False})
+        known = bytes(md.topics[0].topic_id)
+        out["v12, by its id"] = by_id(12, known)
+        out["v12, by an unknown id"] = by_id(12, uuid.uuid4().bytes)
+        out["v10, by its id"] = by_id(10, known)
         return out
 
 
@@ -228,7 +210,8 @@ def case_list_offsets(b: str) -> dict[str, Any]:
                 "t0+99": _list_offsets(c, name, t0 + 99), "partition 3": _list_offsets(c, name, -1, partition=3)}
 
 
-@case("DeleteRecords: to an offset, to -1 (the high watermark), beyond it; fetch below the new start")
+@case("DeleteRecords: to an offset, to -1 (the high watermark), beyond it; fetch below the new start; a "
+      "compacted topic")
 def case_delete_records(b: str) -> dict[str, Any]:
     with _client(b) as c:
         name = _name()
@@ -243,10 +226,17 @@ def case_delete_records(b: str) -> dict[str, Any]:
                                      "timeout": 30000})
             p = resp.topics[0].partitions[0]
             return int(p.error_code), int(p.low_watermark)
-        out = {"to 3": delete(3), "beyond (20)": delete(20), "earliest after": _list_offsets(c, name, -2)}
+        out: dict[str, Any] = {"to 3": delete(3), "beyond (20)": delete(20),
+                               "earliest after": _list_offsets(c, name, -2)}
         fetched = _fetch(c, name, 0, 1 << 20, 1 << 20)
         out["fetch at 0"] = (fetched[0], fetched[3])
         out["to -1"] = delete(-1)
+        compacted = _name()
+        _create(c, compacted, configs={"cleanup.policy": "compact"})
+        _ready(c, compacted)
+        resp = c.request(21, 2, {"topics": [{"name": compacted, "partitions": [{"partition_index": 0, "offset": -1}]}],
+                                 "timeout": 30000})
+        out["a topic with cleanup.policy=compact, to -1"] = int(resp.topics[0].partitions[0].error_code)
         return out
 
 
@@ -373,61 +363,26 @@ def case_bad_frames(b: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- the comparison
 
 
+CASES = {**case.cases, **vs_kafka_groups.case.cases, **vs_kafka_txn.case.cases}
+
+
 @pytest.fixture(scope="module")
-def results(apache_kafka: str, broker: Any) -> dict[str, dict[str, Any]]:
+def results(apache_kafka: str, broker: Any) -> Results:
     """Every case against both brokers: {case: {"kafka": ..., "samsa": ...}}."""
-    out: dict[str, dict[str, Any]] = {}
+    out: Results = {}
     for name, (_, fn) in CASES.items():
-        out[name] = {"kafka": _plain(fn(apache_kafka)), "samsa": _plain(fn(broker.bootstrap))}
+        out[name] = {"kafka": plain(fn(apache_kafka)), "samsa": plain(fn(broker.bootstrap))}
     return out
 
 
-def _plain(v: Any) -> Any:
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    return v
-
-
 @pytest.mark.parametrize("name", list(CASES))
-def test_samsa_answers_as_kafka(results: dict[str, dict[str, Any]], name: str) -> None:
-    got = results[name]
-    diff = {k: (got["kafka"].get(k), got["samsa"].get(k)) for k in got["kafka"].keys() | got["samsa"].keys()
-            if got["kafka"].get(k) != got["samsa"].get(k)}
+def test_samsa_answers_as_kafka(results: Results, name: str) -> None:
+    diff = differing(results[name])
     intended = DIFFERENCES.get(name, {})
     assert set(diff) == set(intended), (
         f"{name}: (kafka, samsa) differ at {diff}; the intended differences are {sorted(intended)}")
 
 
-def render(results: dict[str, dict[str, Any]]) -> str:
-    lines = [START, "", "| case | Apache Kafka 4.4 | Samsa | |", "|---|---|---|---|"]
-    for name, (what, _) in CASES.items():
-        r = results[name]
-        k = "; ".join(f"{a}: {_show(v)}" for a, v in r["kafka"].items())
-        differing = [a for a, v in r["samsa"].items() if v != r["kafka"].get(a)]
-        s = "; ".join(f"{a}: {_show(r['samsa'][a])}" for a in differing) or "same"
-        why = " ".join(f"{a}: {DIFFERENCES.get(name, {}).get(a, 'not explained')}." for a in differing)
-        lines.append(f"| {what} | {k} | {s} | {why or '✅'} |")
-    lines += ["", END]
-    return "\n".join(lines)
-
-
-def _show(v: Any) -> str:
-    """A value in the table (error codes are Kafka's numbers)."""
-    text = str(v)
-    return text.replace("|", "\\|")
-
-
-def test_the_compat_doc_shows_these_results(results: dict[str, dict[str, Any]]) -> None:
-    text = DOC.read_text()
-    table = render(results)
-    if os.environ.get("SAMSA_UPDATE_COMPAT_DOC"):
-        if START in text:
-            text = text[:text.index(START)] + table + text[text.index(END) + len(END):]
-        else:
-            text = text.rstrip("\n") + "\n\n## Samsa beside Apache Kafka\n\n" + table + "\n"
-        DOC.write_text(text)
-    assert START in text and text[text.index(START):text.index(END) + len(END)] == table, (
-        "docs/compat.md's table is not these results: SAMSA_UPDATE_COMPAT_DOC=1 .venv/bin/python -m pytest "
-        "tests/compat/test_vs_kafka.py rewrites it")
+def test_the_compat_doc_shows_these_results(results: Results) -> None:
+    table = render("vs-kafka", {n: what for n, (what, _) in CASES.items()}, results, DIFFERENCES)
+    check_doc("vs-kafka", "Samsa beside Apache Kafka", table, "tests/compat/test_vs_kafka.py")

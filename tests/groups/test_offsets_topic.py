@@ -43,7 +43,7 @@ def test_superseded_commits_are_compacted_and_survive_restart(broker_factory, to
     while offsets_partition_size(b) > written / 4 and time.monotonic() < deadline:
         time.sleep(0.1)  # compaction and segment deletion run on the broker's timers
     assert offsets_partition_size(b) <= written / 4, "superseded commits were never compacted away"
-    assert "Compacted __consumer_offsets" in b.log_text()
+    assert "Cleaned __consumer_offsets-" in b.log_text()  # (by the log cleaner, as any compacted topic)
     assert committed(b, "compacted", topic_name) == 1999
     b.kill9()
     b.start()

@@ -306,7 +306,45 @@ def test_page_says_when_the_job_is_not_running(broker: BrokerProcess, chromium: 
     pipe.flush()
     with Dashboard(broker.bootstrap, port=0, topics=topics) as dash:
         page = chromium.open(dash.url)
-        banner = chromium.wait_for(page, "(e => !e.hidden && e.textContent)(document.getElementById('banner-job'))", 15)
+        # Until the reader has caught up with the status topic the page says "starting"; the
+        # stale record then turns it to "not running".
+        banner = chromium.wait_for(page, "(e => !e.hidden && e.textContent.includes('not running') && e.textContent)"
+                                         "(document.getElementById('banner-job'))", 60)
         assert "Spark job not running" in banner
         assert chromium.evaluate(page, "document.getElementById('job-state').textContent") == "Spark job not running"
 
+
+
+def test_page_says_starting_until_the_first_status_record(broker: BrokerProcess, chromium: Chromium) -> None:
+    """As in the demo: the dashboard starts with the job, whose first windows and alerts come
+    before its first status record, and the topics still hold an earlier run's status. The page
+    says "starting" (never "not running") until a status of this run arrives, then "Running"."""
+    topics = make_topics(broker)
+    pipe = Pipeline(broker, topics)
+    started = int(time.time() * 1000)
+    pipe.status(readings_end={"0": 0}, ts=started - 300_000, batch_id=41)  # the earlier run's last
+    pipe.flush()
+    not_running = "document.body.textContent.includes('not running')"
+    with Dashboard(broker.bootstrap, port=0, topics=topics, job_started_ms=started, job_start_timeout_s=None,
+                   job_timeout_s=5.0) as dash:
+        page = chromium.open(dash.url)
+        banner = chromium.wait_for(page, "(e => !e.hidden && e.textContent)(document.getElementById('banner-job'))", 15)
+        assert banner == "Spark job starting… (waiting for its first pipeline_status record)"
+        assert chromium.evaluate(page, "document.getElementById('job-state').textContent") == "Starting…"
+        assert not chromium.evaluate(page, not_running)
+
+        now = pipe.minute()
+        pipe.city("Quorvale", now, 187)  # the first micro-batch's windows and alert, its status not yet
+        pipe.alert("Quorvale", now, 187)
+        pipe.flush()
+        chromium.wait_for(page, "document.querySelectorAll('[data-testid=city-tile]').length === 1", 15)
+        chromium.wait_for(page, "document.getElementById('banner-job').textContent.includes('first windows')", 15)
+        assert chromium.evaluate(page, "document.getElementById('job-state').textContent") == "Starting…"
+        assert chromium.evaluate(page, "document.getElementById('banner-job').className") == "banner info"
+        assert not chromium.evaluate(page, not_running)
+
+        pipe.status(readings_end={"0": 0}, batch_id=0)  # the first batch of this run ends
+        pipe.flush()
+        chromium.wait_for(page, "document.getElementById('banner-job').hidden", 15)
+        assert chromium.evaluate(page, "document.getElementById('job-state').textContent") == "Running"
+        assert not chromium.evaluate(page, not_running)

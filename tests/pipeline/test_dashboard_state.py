@@ -49,7 +49,7 @@ def test_lag(ends: dict[int, int] | None, processed: dict[str, int] | None, expe
 @pytest.mark.parametrize(
     ("last", "now", "timeout", "expected"),
     [
-        (None, T0, 30, health.NOT_RUNNING),
+        (None, T0, 30, health.STARTING),  # no status yet, and no start timeout: starting
         (T0, T0, 30, health.RUNNING),
         (T0, T0 + 30_000, 30, health.RUNNING),
         (T0, T0 + 30_001, 30, health.NOT_RUNNING),
@@ -58,6 +58,40 @@ def test_lag(ends: dict[int, int] | None, processed: dict[str, int] | None, expe
 )
 def test_job_state(last: int | None, now: int, timeout: float, expected: str) -> None:
     assert health.job_state(last, now, timeout)[0] == expected
+
+
+S, R, N = health.STARTING, health.RUNNING, health.NOT_RUNNING
+WAITING = "waiting for its first pipeline_status record"
+FIRST_WINDOWS = "its first windows are arriving; its first pipeline_status record ends its first micro-batch"
+STALE = "no pipeline_status record for more than 30 s"
+
+
+@pytest.mark.parametrize(
+    ("status", "output", "started", "since", "start_timeout", "now", "expected"),
+    [
+        # a dashboard alone (the job's start unknown): starting for start_timeout after it looked
+        (None, None, None, T0, 120, T0 + 60_000, (S, WAITING)),
+        (None, None, None, T0, 120, T0 + 120_001, (N, "no pipeline_status record received")),
+        # ... unless windows are arriving: the first micro-batch writes them before its status
+        (None, T0 + 119_000, None, T0, 120, T0 + 140_000, (S, FIRST_WINDOWS)),
+        (None, T0 - 31_000, None, T0, 120, T0 + 121_000, (N, "no pipeline_status record received")),
+        # an old status, the job's start unknown: not running at once
+        (T0 - 60_000, None, None, T0, 120, T0, (N, STALE)),
+        (T0 - 60_000, T0 - 1_000, None, T0, 120, T0, (R, STALE + ", but its windows are arriving")),
+        # the demo: it started the job at T0 and waits as long as Spark takes
+        (None, None, T0, T0, None, T0 + 600_000, (S, WAITING)),
+        (T0 - 5_000, None, T0, T0, None, T0 + 1_000, (S, WAITING)),  # an earlier run's status
+        (T0 - 5_000, T0 - 1_000, T0, T0, None, T0 + 1_000, (S, WAITING)),  # and its windows
+        (T0 - 5_000, T0 + 50_000, T0, T0, None, T0 + 51_000, (S, FIRST_WINDOWS)),
+        (T0 + 52_000, T0 + 50_000, T0, T0, None, T0 + 53_000, (R, "")),
+        (T0 + 52_000, None, T0, T0, None, T0 + 83_000, (N, STALE)),
+        (T0 - 5_000, None, T0, T0, 120, T0 + 121_000, (N, "no pipeline_status record since the job started")),
+    ],
+)
+def test_job_state_until_the_first_status(status: int | None, output: int | None, started: int | None, since: int,
+                                          start_timeout: float | None, now: int, expected: tuple[str, str]) -> None:
+    assert health.job_state(status, now, 30, last_output_ms=output, job_started_ms=started, watching_since_ms=since,
+                            start_timeout_s=start_timeout) == expected
 
 
 def agg(kind: str, city: str, start: int, aqi: int, sensor: str | None = None, **extra: Any) -> bytes:

@@ -150,6 +150,17 @@ def test_offset_delete() -> None:
     assert (("g", "t", 0), None) in offset_records(h.drain()).items()
 
 
+def test_offset_delete_of_partitions_the_broker_does_not_have() -> None:
+    """As Kafka's KafkaApis: UNKNOWN_TOPIC_OR_PARTITION for those (the offset stays), even of a
+    subscribed topic; a group error still wins."""
+    h = Harness(topic_exists=lambda t, p: t == "t" and p < 2)
+    (a,), gen = h.stable_group("g", 1, protocols=[("range", subscription("t"))])
+    assert offset_delete(h, "g", {"t": [0, 7], "nope": [0]}) == (NONE, {
+        ("t", 0): GROUP_SUBSCRIBED_TO_TOPIC, ("t", 7): UNKNOWN_TOPIC_OR_PARTITION,
+        ("nope", 0): UNKNOWN_TOPIC_OR_PARTITION})
+    assert offset_delete(h, "missing", {"nope": [0]}) == (GROUP_ID_NOT_FOUND, {})
+
+
 def test_retention_counts_from_when_the_group_became_empty() -> None:
     h = Harness(offsets_retention_ms=DAY, offsets_retention_check_interval_ms=60000)
     (a,), gen = h.stable_group("g", 1, session=1800000)

@@ -144,3 +144,21 @@ def test_the_fetcher_side_names_only_what_changed() -> None:
     assert s.request(wanted)[:2] == (42, 0)  # closes session 42, opens a new one, names everything
     s.answered(0, 0, wanted, [])  # a leader with a full cache keeps no session: full fetches go on
     assert s.request(wanted) == (0, 0, wanted, [])
+
+
+def test_a_session_opened_with_topic_ids_is_keyed_by_id_and_refuses_names() -> None:
+    """Fetch v13+ (KIP-516): the session's partitions are (topic id, partition); an incremental
+    fetch that names topics the other way than the session was opened is
+    FETCH_SESSION_TOPIC_ID_ERROR, as in Kafka."""
+    cache = FetchSessionCache()
+    tid = bytes(range(16))
+    plan = cache.plan(req(0, 0, {tid: [fp(0, 5)]}), privileged=False, uses_ids=True)  # type: ignore[dict-item]
+    sid = plan.session_id
+    assert sid and list(plan.session.partitions) == [(tid, 0)]  # type: ignore[union-attr]
+    assert cache.plan(req(sid, 1, {"t": [fp(0, 6)]}), privileged=False).error == ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR
+    # (the session was not advanced by the refused fetch)
+    again = cache.plan(req(sid, 1, {tid: [fp(0, 6)]}), privileged=False, uses_ids=True)  # type: ignore[dict-item]
+    assert again.error == ErrorCode.NONE and [t.topic for t in again.topics] == [tid]
+    named = cache.plan(req(0, 0, {"t": [fp(0, 5)]}), privileged=False).session_id
+    assert cache.plan(req(named, 1, {}), privileged=False, uses_ids=True).error == \
+        ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR

@@ -53,20 +53,30 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
     lp.close()
 
 
+def topic_id(topic: str) -> uuid.UUID:
+    """The stand-in topics' ids (Fetch v13+ names topics by id)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, topic)
+
+
 def leader(tmp_path: Path, topic: str = "t") -> Partition:
     log = Log.open(tmp_path / f"{topic}-0", LogConfig(segment_bytes=1 << 20, retention_ms=-1))
-    p = Partition(topic, 0, uuid.uuid4(), log, node_id=0)
+    p = Partition(topic, 0, topic_id(topic), log, node_id=0)
     p.apply_state(PartitionState(leader=0, leader_epoch=3, isr=[0]), [0])
     return p
 
 
-def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop) -> Any:
+def broker_of(partition: Partition, loop: asyncio.AbstractEventLoop, *more: Partition) -> Any:
     """A stand-in for the broker's services (`BrokerServices`) the fetch handler uses."""
+    by_name = {p.topic: p for p in (partition, *more)}
+
     def get(topic: str, index: int) -> Partition | None:
-        return partition if (topic, index) == (partition.topic, partition.index) else None
+        return by_name.get(topic) if index == 0 else None
     purgatory = partition.purgatory = Purgatory(loop)
+    for p in more:
+        p.purgatory = purgatory
     config = BrokerConfig({"broker.id": "0"})
-    return SimpleNamespace(replicas=SimpleNamespace(get=get), topics={}, cluster=SimpleNamespace(brokers={0}),
+    topics = {t: SimpleNamespace(name=t, topic_id=p.topic_id, partitions={0: [0]}) for t, p in by_name.items()}
+    return SimpleNamespace(replicas=SimpleNamespace(get=get), topics=topics, cluster=SimpleNamespace(brokers={0}),
                            loop=loop, purgatory=purgatory, current_config=lambda: config, quotas=ClientQuotas(),
                            authorizer=None)
 
@@ -81,7 +91,7 @@ def fetch_request(version: int, partitions: list[tuple[str, int, int]], *, parti
             "partition_max_bytes": partition_max_bytes, "last_fetched_epoch": -1})
     body = {"replica_id": -1, "max_wait": 5000, "min_bytes": min_bytes, "max_bytes": max_bytes,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "topics": [{"topic": t, "topic_id": topic_id(t).bytes, "partitions": ps} for t, ps in topics.items()],
             "forgotten_topics_data": [], "rack_id": ""}
     frame = bytes(encode_request(fetch.API_KEY, version, 99, "test", body))[4:]
     header, start = decode_request_header(frame, request_codec(fetch.API_KEY, version).flexible)
@@ -96,8 +106,11 @@ def append(partition: Partition, n: int, value_size: int = 30) -> None:
 
 def general_answer(broker: Any, header: Any, req: Any) -> bytes:
     """The general path's frame: `_read` now, encoded, with its file slices read in."""
-    responses, _, _, _ = fetch._read(context(broker, header), req)
-    out = encode_response(fetch.API_KEY, header.api_version, header.correlation_id, fetch._response(responses))
+    if header.api_version >= fetch.FIRST_TOPIC_ID_VERSION:
+        req = fetch._by_topic_id(req)
+    responses, _, _, _, _, leaders = fetch._read(context(broker, header), req)
+    out = encode_response(fetch.API_KEY, header.api_version, header.correlation_id,
+                          fetch._response(responses, leaders=leaders))
     return network._inline(out)
 
 
@@ -178,10 +191,7 @@ def test_min_bytes_above_the_batch_is_left_to_the_general_path(tmp_path: Path,
 def test_a_fetch_of_several_partitions_takes_the_general_path(tmp_path: Path,
                                                               loop: asyncio.AbstractEventLoop) -> None:
     a, b = leader(tmp_path / "a", "a"), leader(tmp_path / "b", "b")
-    by_name = {"a": a, "b": b}
-    broker = broker_of(a, loop)
-    b.purgatory = broker.purgatory
-    broker.replicas = SimpleNamespace(get=lambda t, i: by_name.get(t) if i == 0 else None)
+    broker = broker_of(a, loop, b)
     header, req = fetch_request(12, [("a", 0, 0), ("b", 0, 0)])
     answers = wait(broker, header, req)
     append(b, 3)
@@ -198,21 +208,18 @@ def test_the_appended_bytes_are_not_kept_after_the_append(tmp_path: Path) -> Non
 
 def many(tmp_path: Path, loop: asyncio.AbstractEventLoop, n: int) -> tuple[list[Partition], Any]:
     parts = [leader(tmp_path / f"p{i}", f"p{i}") for i in range(n)]
-    by_name = {p.topic: p for p in parts}
-    broker = broker_of(parts[0], loop)
-    for p in parts[1:]:
-        p.purgatory = broker.purgatory
-    broker.replicas = SimpleNamespace(get=lambda t, i: by_name.get(t) if i == 0 else None)
-    return parts, broker
+    return parts, broker_of(parts[0], loop, *parts[1:])
 
 
+@pytest.mark.parametrize("version", [12, 17])  # (by name, by topic id)
 def test_an_append_to_one_of_many_waiting_partitions_costs_one_read(tmp_path: Path, loop: asyncio.AbstractEventLoop,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   version: int) -> None:
     """A fetch waiting on many partitions (a fetch session's are thousands) is checked, at an
     append to one of them, by looking at that partition alone: appends that bring nothing
     read nothing, and the one that brings data completes it with one read, the answer's."""
     parts, broker = many(tmp_path, loop, 30)
-    header, req = fetch_request(12, [(p.topic, 0, 0) for p in parts])
+    header, req = fetch_request(version, [(p.topic, 0, 0) for p in parts])
     answers = wait(broker, header, req)
     reads: list[int] = []
     real = fetch._read

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from samsa.cli.client import raw_request
 from samsa.cli.common import CliError
+from samsa.protocol import framing
 from samsa.protocol.framing import FrameError, FrameSplitter
 from samsa.protocol.messages import encode_response
 from samsa.server import network, replica_fetcher
@@ -299,9 +300,34 @@ def test_the_error_stays_after_later_frames_in_the_chunk() -> None:
     scratch=st.sampled_from([16, 64, 256, 1024]),
     prealloc=st.sampled_from([1, 100, 1000, None]),
     use_feed=st.booleans(),
+    native=st.booleans(),
 )
 def test_random_chunking(sizes: list[int], chunks: list[int], scratch: int, prealloc: int | None,
-                         use_feed: bool) -> None:
+                         use_feed: bool, native: bool) -> None:
+    """With `native`, large frames' bytearrays are made and grown by the C helper, not zeroed;
+    without, in Python (zeroed)."""
+    with pure_python_buffers(not native):
+        _random_chunking(sizes, chunks, scratch, prealloc, use_feed)
+
+
+@contextmanager
+def pure_python_buffers(on: bool) -> Iterator[None]:
+    saved = framing._uninit, framing._grow_native
+    if on:
+        framing._uninit, framing._grow_native = bytearray, None
+    try:
+        yield
+    finally:
+        framing._uninit, framing._grow_native = saved
+
+
+def test_large_frames_are_not_zeroed_first_when_the_helper_is_built() -> None:
+    pytest.importorskip("samsa.protocol._recwalk")
+    assert framing._uninit is not bytearray and framing._grow_native is not None
+
+
+def _random_chunking(sizes: list[int], chunks: list[int], scratch: int, prealloc: int | None,
+                     use_feed: bool) -> None:
     bodies = [body(n, i) for i, n in enumerate(sizes)]
     data = framed(*bodies)
     frames = request_splitter(scratch=bytearray(scratch), prealloc=prealloc)
@@ -332,7 +358,7 @@ def test_broker_connection_cuts_small_and_large_frames(caplog: pytest.LogCapture
         return network.NO_RESPONSE
 
     server = SimpleNamespace(loop=loop, connections=set(), max_request_size=2 << 20, handler=handler,
-                             quotas=ConnectionQuotas(loop, Limits), max_pending=500)
+                             quotas=ConnectionQuotas(loop, Limits), max_pending=500, timed=False)
     conn = network.Connection(server, ours, ("peer", 1))  # type: ignore[arg-type]
     bodies = [body(8, 1), body(300_000, 2), body(100, 3), body(1_100_000, 4), body(9, 5)]
     data = framed(*bodies)

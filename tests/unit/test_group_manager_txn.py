@@ -199,19 +199,6 @@ def test_a_failed_append_answers_the_error_and_leaves_nothing_pending(c: Coordin
     assert fetch(c, [0]) == {0: (-1, 0)}
 
 
-def test_no_compaction_while_offsets_are_pending(c: Coordinator) -> None:
-    for i in range(50):
-        commit(c, "g", i)
-    txn_commit(c, {(TOPIC, 0): 100})
-    c.partition.log.roll()
-    assert c.groups.maybe_compact() == 0
-    append_marker(c, commit=True)
-    c.groups.on_txn_marker(0, PID, EPOCH, True)
-    assert c.groups.maybe_compact() == 1
-    reload(c)
-    assert fetch(c, [0], stable=True) == {0: (100, 0)}
-
-
 def test_a_marker_without_a_shard_is_ignored(c: Coordinator) -> None:
     c.groups.on_txn_marker(3, PID, EPOCH, True)  # (no such partition led here)
     c.groups.on_txn_marker(0, PID + 1, EPOCH, False)  # nothing pending for that producer

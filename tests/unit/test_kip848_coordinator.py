@@ -131,8 +131,8 @@ def test_a_new_member_gets_partitions_only_after_their_owner_revokes_them(env: A
     assert resp["member_epoch"] == 1
     b.heartbeat()
     assert b.partitions() == set()
-    a.heartbeat()  # the client applies the shrunk assignment; the next heartbeat reports it
-    assert len(a.partitions()) == 3 and a.epoch == 1
+    a.owned = {tp["topic_id"]: set(tp["partitions"]) for tp in resp["assignment"]["topic_partitions"]}
+    assert len(a.partitions()) == 3  # the client applies the shrunk assignment; the next heartbeat reports it
     a.heartbeat()
     assert a.epoch == 2
     b.heartbeat()
@@ -190,6 +190,24 @@ def test_stale_and_future_epochs_are_fenced(env: Any) -> None:
         == E.FENCED_MEMBER_EPOCH
     assert env.shard.consumer_group_heartbeat(req("a", 0, topics=["t"], owned={}, rebalance_timeout=1), 1)[
         "error_code"] == 0  # re-joining with epoch 0 starts the member over
+
+
+def test_the_assignment_is_sent_when_it_changed_or_for_a_full_request(env: Any) -> None:
+    """Kafka's rule: an unchanged assignment is not sent back to a heartbeat that reports its
+    owned partitions; it is to a join and to a full request (rebalance timeout, subscription and
+    owned partitions all given, what a member sends to resynchronise after an error)."""
+    a = Client(env.shard, "a", ["t"])
+    converge([a])
+    hb = env.shard.consumer_group_heartbeat
+    assert hb(req("a", a.epoch, owned=a.owned), 1)["assignment"] is None
+    assert hb(req("a", a.epoch), 1)["assignment"] is None
+    assert hb(req("a", a.epoch, topics=["t"], owned=a.owned), 1)["assignment"] is None  # (no rebalance timeout)
+    full = hb(req("a", a.epoch, topics=["t"], owned=a.owned, rebalance_timeout=60000), 1)["assignment"]
+    assert full == {"topic_partitions": [{"topic_id": T1, "partitions": list(range(6))}]}
+    b = Client(env.shard, "b", ["t"])
+    b.heartbeat()
+    changed = hb(req("a", a.epoch, owned=a.owned), 1)["assignment"]  # (b joined: a must give up half)
+    assert changed is not None and len(changed["topic_partitions"][0]["partitions"]) == 3
 
 
 def test_request_validation(env: Any) -> None:

@@ -33,7 +33,7 @@ def pair() -> Iterator[tuple[network.Connection, socket.socket]]:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     ours.setblocking(False)
     server = SimpleNamespace(loop=loop, connections=set(), max_request_size=1 << 20,
-                             quotas=ConnectionQuotas(loop, Limits), max_pending=500)
+                             quotas=ConnectionQuotas(loop, Limits), max_pending=500, timed=False)
     conn = network.Connection(server, ours, "test")  # type: ignore[arg-type]
     server.connections.add(conn)
     yield conn, theirs

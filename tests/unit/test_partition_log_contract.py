@@ -181,14 +181,18 @@ def test_size_limits(engine: Engine, tmp_path: Path) -> None:
     assert lg.append(buf, headers).first_offset == 30
 
 
-def test_follower_append_keeps_offsets_and_must_start_at_the_log_end(lg: PartitionLog) -> None:
-    buf, headers = buf_of(batch(3, base_offset=1), batch(2, base_offset=4))
-    with pytest.raises(UnexpectedAppendOffset):
-        lg.append_as_follower(buf, headers)
+def test_follower_append_keeps_offsets_and_never_goes_back(lg: PartitionLog) -> None:
     buf, headers = buf_of(batch(3, base_offset=0), batch(2, base_offset=3))
     r = lg.append_as_follower(buf, headers)
     assert (r.first_offset, r.last_offset, lg.log_end_offset) == (0, 4, 5)
     assert read(lg, 0) == bytes(buf)
+    back, back_headers = buf_of(batch(2, base_offset=4))
+    with pytest.raises(UnexpectedAppendOffset):
+        lg.append_as_follower(back, back_headers)
+    # A gap (the leader's cleaner removed batches 5..7) is taken as it is: offsets never move.
+    gap, gap_headers = buf_of(batch(2, base_offset=8))
+    r = lg.append_as_follower(gap, gap_headers)
+    assert (r.first_offset, r.last_offset, lg.log_end_offset) == (8, 9, 10)
 
 
 # ----------------------------------------------------------------------------- read

@@ -196,6 +196,10 @@ def test_every_truncation_of_a_request_is_a_decode_error(api_key: int, version: 
             "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"r"}]}], "group_id": "g"}
     if api_key == 35:  # DescribeLogDirs: its partitions are an array of int32, not of structs
         body = {"topics": [{"topic": "t", "partitions": [0, 1]}]}
+    if api_key == 34:  # AlterReplicaLogDirs: likewise, under the dirs
+        body = {"dirs": [{"path": "/data/b", "topics": [{"name": "t", "partitions": [0, 1]}]}]}
+    if api_key == 10000:  # DescribeLogCleaner (Samsa's): likewise
+        body = {"topics": [{"name": "t", "partitions": [0, 1]}]}
     frame = bytes(encode_request(api_key, version, 1, "c", body))[4:]
     flexible = request_codec(api_key, version).flexible
     _, start = decode_request_header(frame, flexible)

@@ -89,7 +89,6 @@ def test_reassignment_parses_in_order() -> None:
         (doc({"topic": "a", "partition": 0, "replicas": [1, -1]}), "negative broker id"),
         (doc({"topic": "a", "partition": 0, "replicas": [1, 2], "log_dirs": ["any"]}), "one entry per replica"),
         (doc({"topic": "a", "partition": 0, "replicas": [1], "log_dirs": "any"}), "not a list of strings"),
-        (doc({"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["/data"]}), "not supported"),
         (doc({"topic": "a", "partition": 0, "replicas": [1]}, {"topic": "a", "partition": 0, "replicas": [2]}),
          "duplicate topic partitions: a-0"),
         (doc({"topic": "a", "partition": 0, "replicas": [1, 2, 1]}, {"topic": "b", "partition": 3, "replicas": [4, 4]}),
@@ -240,4 +239,55 @@ def test_format_ongoing() -> None:
         "Current partition reassignments:",
         "a-0: replicas: 2,1. adding: 2. removing: .",
         "t-1: replicas: 3,1. adding: 3. removing: 1.",
+    ]
+
+
+# --------------------------------------------------------------------------- log dir moves
+
+
+class _Msg:
+    def __init__(self, **kw: object) -> None:
+        self.__dict__.update(kw)
+
+
+def _described(*dirs: tuple[str, int, list[tuple[str, int, bool]]]) -> _Msg:
+    """A DescribeLogDirs answer: (log dir, error code, [(topic, partition, is future)])."""
+    return _Msg(results=[_Msg(log_dir=d, error_code=code, topics=[
+        _Msg(name=t, partitions=[_Msg(partition_index=p, is_future_key=f)]) for t, p, f in parts])
+        for d, code, parts in dirs])
+
+
+def test_log_dir_moves_and_their_requests() -> None:
+    r = plan.parse_reassignment(doc({"topic": "b", "partition": 1, "replicas": [3, 1], "log_dirs": ["/d2", "any"]},
+                                    {"topic": "a", "partition": 0, "replicas": [1, 3], "log_dirs": ["/d1", "/d2"]},
+                                    {"topic": "a", "partition": 2, "replicas": [3]}))
+    moves = plan.replica_log_dirs(r)
+    assert moves == {("b", 1, 3): "/d2", ("a", 0, 1): "/d1", ("a", 0, 3): "/d2"}
+    assert plan.sort_replicas(moves) == [("a", 0, 1), ("a", 0, 3), ("b", 1, 3)]
+    assert plan.replica_str(("a", 0, 3)) == "a-0-3"
+    assert plan.alter_log_dirs_requests(moves) == {
+        1: {"dirs": [{"path": "/d1", "topics": [{"name": "a", "partitions": [0]}]}]},
+        3: {"dirs": [{"path": "/d2", "topics": [{"name": "a", "partitions": [0]}, {"name": "b", "partitions": [1]}]}]},
+    }
+
+
+def test_log_dir_move_states_and_lines() -> None:
+    moves = {("t", 0, 0): "/b", ("t", 1, 0): "/b", ("t", 2, 0): "/c", ("t", 3, 0): "/b", ("t", 4, 0): "/b",
+             ("t", 5, 0): "/b", ("t", 0, 9): "/b"}
+    described = {0: _described(("/a", 0, [("t", 1, False), ("t", 2, False), ("t", 3, False), ("u", 5, False)]),
+                               ("/b", 0, [("t", 0, False), ("t", 1, True), ("t", 2, True)]),
+                               ("/c", 56, [("t", 5, False)]))}  # (an offline dir is skipped)
+    states = plan.move_states(moves, described)
+    assert [states[("t", i, 0)].done for i in range(6)] == [True, False, False, True, False, False]
+    assert not states[("t", 0, 9)].done
+    assert plan.format_move_states(states) == [
+        "Reassignment of replica t-0-0 completed successfully.",
+        "Reassignment of replica t-1-0 is still in progress.",
+        "Partition t-2 on broker 0 is being moved to log dir /b instead of /c.",
+        "Partition t-3 on broker 0 is not being moved from log dir /a to /b.",
+        "Partition t-4 is not found in any live log dir on broker 0. There is likely an offline log directory on "
+        "the broker.",
+        "Partition t-5 is not found in any live log dir on broker 0. There is likely an offline log directory on "
+        "the broker.",
+        "Partition t-0 cannot be found in any live log directory on broker 9.",
     ]

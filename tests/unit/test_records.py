@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import random
 import struct
 import types
@@ -185,6 +186,21 @@ def test_lz4_frames_we_write_have_independent_blocks() -> None:
     linked = bytes(cramjam.lz4.compress(b"y" * 200_000))
     assert not linked[4] & 0x20
     assert compression.decompress(compression.LZ4, linked) == b"y" * 200_000
+
+
+@pytest.mark.parametrize("level", [None, 1, 9])
+@pytest.mark.parametrize("size", [0, 1, 65535, 65536, 65537, 300_000])
+def test_lz4_frames_we_write_read_back_everywhere(size: int, level: int | None) -> None:
+    import lz4.frame
+
+    for data in (os.urandom(size), b"x" * size, (b"key" + os.urandom(20) + b"v" * 100) * (size // 123 + 1)):
+        frame = compression.compress(compression.LZ4, data, level)
+        # the header python-lz4 writes for the same flags (its checksum byte included)
+        assert frame[:7] == lz4.frame.compress(b"", block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=False,
+                                               content_checksum=False, store_size=False)[:7]
+        assert lz4.frame.decompress(frame) == data
+        assert bytes(cramjam.lz4.decompress(frame)) == data
+        assert compression.decompress(compression.LZ4, frame) == data
 
 
 def test_zstd_frames_without_content_size_and_several_frames() -> None:

@@ -243,7 +243,7 @@ def test_append_as_follower(tmp_path: Path, clock: FakeClock) -> None:
     res = lg.append_as_follower(buf, headers)
     assert (res.first_offset, res.last_offset) == (0, 4)
     with pytest.raises(UnexpectedAppendOffset):
-        buf, headers = make_buf([make_batch(1, base_offset=9)])
+        buf, headers = make_buf([make_batch(1, base_offset=4)])
         lg.append_as_follower(buf, headers)
     buf, headers = make_buf([make_batch(1, base_offset=5), make_batch(1, base_offset=3)])
     with pytest.raises(UnexpectedAppendOffset):
@@ -291,6 +291,39 @@ def test_flush_ms_and_rolled_segments_via_maybe_flush(tmp_path: Path, clock: Fak
     assert lg.maybe_flush(clock.ms) and lg.recovery_point == 6  # up to the active segment
     assert all(s.durable for s in lg.segments[:-1])
     assert not lg.maybe_flush(clock.ms)
+    lg.close()
+
+
+def test_presync_names_exactly_the_segments_maybe_flush_would_sync(tmp_path: Path, clock: FakeClock,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scheduled flush syncs the segments' data in a worker thread first (presync_fds: their
+    descriptors, duplicated), then runs maybe_flush on the loop: every fdatasync that one makes
+    is of a descriptor the presync already synced, so the loop waits for no data."""
+    from samsa.storage import log_manager, segment
+
+    lg = open_log(tmp_path, clock, SMALL.replace(flush_ms=1000))
+    append(lg, make_batch(2))
+    assert lg.presync_fds(clock.ms + 10) == []  # flush.ms not over: nothing due
+    lg.roll()
+    append(lg, make_batch(2))
+    fds = lg.presync_fds(clock.ms + 10)  # the rolled segment only (flush.ms not over)
+    assert [os.fstat(fd).st_ino for fd in fds] == [os.stat(lg.segments[0].log_path).st_ino]
+    presynced = {os.fstat(fd).st_ino for fd in fds}
+    log_manager.sync_and_close(fds)
+    with pytest.raises(OSError):
+        os.fstat(fds[0])  # closed
+    synced: list[int] = []
+    real = segment._fdatasync
+    monkeypatch.setattr(segment, "_fdatasync", lambda fd: (synced.append(os.fstat(fd).st_ino), real(fd)))
+    assert lg.maybe_flush(clock.ms + 10) and lg.segments[0].durable and lg.recovery_point == 2
+    assert set(synced) <= presynced and synced
+    assert lg.presync_fds(clock.ms + 10) == []
+
+    fds = lg.presync_fds(clock.ms + 1000)  # flush.ms over: the active segment too
+    assert [os.fstat(fd).st_ino for fd in fds] == [os.stat(lg.segments[-1].log_path).st_ino]
+    log_manager.sync_and_close(fds)
+    assert lg.maybe_flush(clock.ms + 1000) and lg.recovery_point == 4
+    assert lg.presync_fds(clock.ms + 2000) == []
     lg.close()
 
 

@@ -124,7 +124,29 @@ def test_end_txn_version_2_bumps_the_epoch_and_knows_its_retry() -> None:
     assert tx.marker_epoch(prep) == 4
     done = tx.complete(prep, T0 + 6)
     assert tx.end_txn(done, 42, 3, False, T0, client_tv=2) == (ErrorCode.NONE, 42, 4)  # the retry, with the new epoch
-    assert tx.end_txn(done, 42, 4, False, T0, client_tv=2) == ErrorCode.PRODUCER_FENCED  # nothing open at 4
+    assert tx.end_txn(done, 42, 3, True, T0, client_tv=2) == ErrorCode.INVALID_TXN_STATE
+    assert tx.end_txn(done, 42, 5, False, T0, client_tv=2) == ErrorCode.PRODUCER_FENCED
+    assert tx.end_txn(done, 42, 3, False, T0, client_tv=1) == ErrorCode.PRODUCER_FENCED  # (v4: the epoch must be 4)
+
+
+@pytest.mark.parametrize("state", [TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT])
+def test_end_txn_version_2_aborts_a_transaction_that_never_began(state: TxnState) -> None:
+    """With transaction version 2 a client that cannot tell whether a Produce began its
+    transaction may abort with the current epoch when none is open: no partitions, the epoch
+    bumped as at any end, its retry recognised. A commit there is INVALID_TXN_STATE, and a
+    version 1 EndTxn keeps Kafka's older answers."""
+    meta = tx.new_transactional_id("t", 42, 60000, T0).copy(producer_epoch=3, state=state, last_producer_epoch=2)
+    prep = tx.end_txn(meta, 42, 3, False, T0 + 5, client_tv=2)
+    assert isinstance(prep, TxnMetadata)
+    assert (prep.state, prep.partitions, prep.producer_epoch, prep.last_producer_epoch, prep.start_ms) == (
+        TxnState.PREPARE_ABORT, set(), 4, 3, T0 + 5)
+    done = tx.complete(prep, T0 + 6)
+    assert done.state == TxnState.COMPLETE_ABORT
+    assert tx.end_txn(done, 42, 3, False, T0, client_tv=2) == (ErrorCode.NONE, 42, 4)
+    assert tx.end_txn(meta, 42, 3, True, T0, client_tv=2) == ErrorCode.INVALID_TXN_STATE
+    assert tx.end_txn(meta, 42, 4, False, T0, client_tv=2) == ErrorCode.PRODUCER_FENCED
+    v1 = tx.end_txn(meta, 42, 3, False, T0, client_tv=1)
+    assert v1 == ((ErrorCode.NONE, 42, 3) if state == TxnState.COMPLETE_ABORT else ErrorCode.INVALID_TXN_STATE)
 
 
 def test_end_txn_version_2_rotates_an_exhausted_producer_id() -> None:

@@ -14,7 +14,7 @@ from samsa.protocol.control import marker_batch, parse_marker
 from samsa.protocol.errors import ErrorCode
 from samsa.protocol.records import build_batch
 from samsa.storage import Log, LogConfig
-from samsa.storage.producer_state import CorruptSnapshot, ProducerStateManager, SequenceError
+from samsa.storage.producer_state import CorruptSnapshot, Duplicate, ProducerStateManager, SequenceError
 from samsa.storage.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex
 
 NOW_MS = 1_700_000_000_000
@@ -104,6 +104,23 @@ def test_a_plain_batch_during_a_transaction_is_invalid_txn_state() -> None:
         s.check(header(1, 0, 1, txn=False))
     assert e.value.code == ErrorCode.INVALID_TXN_STATE
     s.check(header(1, 0, 1))
+
+
+def test_sequence_checks_in_kafkas_order() -> None:
+    """A producer the partition has no state for may start at any sequence; a retried batch is
+    a duplicate before anything else is checked; a gap is OUT_OF_ORDER before a plain batch in a
+    transaction is INVALID_TXN_STATE."""
+    s = ProducerStateManager()
+    s.check(header(9, 0, 5, txn=False))  # (unknown here: accepted, as Kafka since KIP-360)
+    s.record(header(1, 0, 0, 2), 0)  # a transaction opens at 0, sequences 0-1
+    with pytest.raises(Duplicate):
+        s.check(header(1, 0, 0, 2, txn=False))
+    with pytest.raises(SequenceError) as gap:
+        s.check(header(1, 0, 5, txn=False))
+    assert gap.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    with pytest.raises(SequenceError) as plain:
+        s.check(header(1, 0, 2, txn=False))
+    assert plain.value.code == ErrorCode.INVALID_TXN_STATE
 
 
 def test_a_verification_holds_until_a_marker_of_its_producer() -> None:

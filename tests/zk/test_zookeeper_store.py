@@ -201,7 +201,7 @@ def test_a_batch_bigger_than_kazoos_wakeup_pipe_never_freezes_the_loop(tmp_path:
     on running, and once ZooKeeper is back the batch completes and the store serves."""
     (tmp_path / "zk").mkdir()
     server = start_server(tmp_path / "zk")
-    pause_s = 3.0
+    pause_s = 8.0  # (long enough that a loaded machine still ticks in it; a frozen loop never does)
 
     async def main() -> None:
         s = await ZooKeeperStore.connect(server.connect_string(chroot), session_timeout_ms=10000)

@@ -4,7 +4,9 @@
   recent samples of summed log end offsets;
 * Spark job lag: how far the job's last reported end offsets (`pipeline_status.end_offsets`)
   trail the log end offsets of `sensor_readings`, summed over partitions;
-* job state: "running" while the last `pipeline_status` is younger than a timeout.
+* job state: "running" while the last `pipeline_status` is younger than a timeout; "starting"
+  until the job's first one (a Spark job's first micro-batch can take a minute, and its windows
+  reach the topics before the status that ends the batch); "not running" once it is stale.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 RUNNING = "running"
+STARTING = "starting"
 NOT_RUNNING = "not_running"
 
 
@@ -44,10 +47,38 @@ def lag(end_offsets: Mapping[int, int] | None, processed: Mapping[str, int] | No
     return total
 
 
-def job_state(last_status_ms: int | None, now_ms: int, timeout_s: float) -> tuple[str, str]:
-    """(state, reason): RUNNING while the last status is at most `timeout_s` old."""
+def job_state(
+    last_status_ms: int | None,
+    now_ms: int,
+    timeout_s: float,
+    *,
+    last_output_ms: int | None = None,
+    job_started_ms: int | None = None,
+    watching_since_ms: int | None = None,
+    start_timeout_s: float | None = None,
+) -> tuple[str, str]:
+    """(state, reason) of the Spark job, from what its topics show.
+
+    `last_status_ms`: the newest pipeline_status record; `last_output_ms`: the newest window or
+    alert it wrote. `job_started_ms`: when the job was started, if known (the demo starts it):
+    status records from before are an earlier run's. Until a status record of this run arrives
+    the job is STARTING, for `start_timeout_s` from `job_started_ms` (else from
+    `watching_since_ms`, when the dashboard began to look; None: as long as it takes). A job whose
+    windows are arriving is never NOT_RUNNING."""
+    timeout_ms = timeout_s * 1000
+    current = last_status_ms is not None and (job_started_ms is None or last_status_ms >= job_started_ms)
+    if current and last_status_ms is not None and now_ms - last_status_ms <= timeout_ms:
+        return RUNNING, ""
+    flowing = (last_output_ms is not None and now_ms - last_output_ms <= timeout_ms
+               and (job_started_ms is None or last_output_ms >= job_started_ms))
+    stale = f"no pipeline_status record for more than {timeout_s:g} s"
+    if current:
+        return (RUNNING, stale + ", but its windows are arriving") if flowing else (NOT_RUNNING, stale)
+    if flowing:
+        return STARTING, "its first windows are arriving; its first pipeline_status record ends its first micro-batch"
+    since = job_started_ms if job_started_ms is not None else watching_since_ms
+    if start_timeout_s is None or since is None or now_ms - since <= start_timeout_s * 1000:
+        return STARTING, "waiting for its first pipeline_status record"
     if last_status_ms is None:
         return NOT_RUNNING, "no pipeline_status record received"
-    if now_ms - last_status_ms <= timeout_s * 1000:
-        return RUNNING, ""
-    return NOT_RUNNING, f"no pipeline_status record for more than {timeout_s:g} s"
+    return NOT_RUNNING, "no pipeline_status record since the job started"

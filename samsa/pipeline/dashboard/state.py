@@ -122,13 +122,23 @@ class PipelineState:
         topics: PipelineTopics | None = None,
         *,
         job_timeout_s: float = 30.0,
+        job_start_timeout_s: float | None = 120.0,
+        job_started_ms: int | None = None,
         series_minutes: float = 60.0,
         max_alerts: int = 50,
         max_dlq: int = 10,
         rate_window_s: float = 5.0,
     ) -> None:
+        """`job_timeout_s`: a job whose last status is older is not running. Until its first status
+        the job is starting, for `job_start_timeout_s` (None: as long as it takes) from
+        `job_started_ms` when the caller started the job then (status records from before are an
+        earlier run's), else from the first `refresh`."""
         self.topics = topics or PipelineTopics()
         self.job_timeout_s = job_timeout_s
+        self.job_start_timeout_s = job_start_timeout_s
+        self.job_started_ms = job_started_ms
+        self._watching_since_ms: int | None = None
+        self._output_ms: int | None = None  # the newest window or alert record's timestamp
         self.series_ms = int(series_minutes * 60_000)
         self.max_alerts = max_alerts
         self.rate_window_s = rate_window_s
@@ -163,6 +173,8 @@ class PipelineState:
             rec = json.loads(value or b"")
             if not isinstance(rec, dict):
                 raise TypeError("not a JSON object")
+            if role in ("aggregates", "alerts"):  # the job's output: it is at work
+                self._output_ms = ts_ms if self._output_ms is None else max(self._output_ms, ts_ms)
             if role == "aggregates":
                 return self._apply_aggregate(rec)
             if role == "alerts":
@@ -286,7 +298,12 @@ class PipelineState:
     def refresh(self, now_ms: int) -> bool:
         """Recompute the health figures at `now_ms`; True if they changed."""
         self._now_ms = now_ms
-        state, reason = health.job_state(self._status_ms, now_ms, self.job_timeout_s)
+        if self._watching_since_ms is None:
+            self._watching_since_ms = now_ms
+        state, reason = health.job_state(
+            self._status_ms, now_ms, self.job_timeout_s, last_output_ms=self._output_ms,
+            job_started_ms=self.job_started_ms, watching_since_ms=self._watching_since_ms,
+            start_timeout_s=self.job_start_timeout_s)
         readings = self._end_offsets.get("readings")
         processed = None
         if self._status is not None:

@@ -1,5 +1,7 @@
 // Samsa pipeline dashboard: renders the server's snapshot (see /api/state) and follows /events.
 // Plain DOM and SVG, no libraries; every value is inserted as text, never as HTML.
+// The page has two views as tabs, the pipeline (here) and the broker console (console.js); the
+// URL's #console opens the console.
 "use strict";
 
 (() => {
@@ -73,11 +75,18 @@
     }
     const job = $("banner-job");
     job.hidden = s.job.state === "running";
-    if (!job.hidden) {
+    if (s.job.state === "starting") {
+      // Not an alarm: a Spark job's first micro-batch can take a minute.
+      job.className = "banner info";
+      job.replaceChildren("Spark job starting… ", el("span", { class: "why" }, "(" + s.job.reason + ")"));
+    } else if (!job.hidden) {
+      job.className = "banner warn";
       const last = s.job.last_status_ts ? " Last status " + ago(s.job.last_status_ts) + "." : "";
       job.replaceChildren("Spark job not running. ", el("span", { class: "why" }, "(" + s.job.reason + ")" + last));
     }
   }
+
+  const JOB_STATES = { running: ["Running", "ok"], starting: ["Starting…", ""], not_running: ["Spark job not running", "bad"] };
 
   function renderTiles(s) {
     const box = $("tiles");
@@ -181,11 +190,14 @@
     const job = s.job;
     const status = job.status;
     const jobEl = $("job-state");
-    jobEl.textContent = job.state === "running" ? "Running" : "Spark job not running";
-    jobEl.className = "value " + (job.state === "running" ? "ok" : "bad");
-    $("job-detail").textContent = status
-      ? "batch " + status.batch_id + " · last status " + ago(job.last_status_ts) + " (timeout " + job.timeout_s + " s)"
-      : "no pipeline_status received";
+    const [label, tone] = JOB_STATES[job.state] || [job.state, "bad"];
+    jobEl.textContent = label;
+    jobEl.className = "value " + tone;
+    $("job-detail").textContent = job.state === "starting"
+      ? job.reason
+      : status
+        ? "batch " + status.batch_id + " · last status " + ago(job.last_status_ts) + " (timeout " + job.timeout_s + " s)"
+        : "no pipeline_status received";
     $("ingest-rate").textContent = rate(s.health.ingest_rate);
     $("readings-topic").textContent = s.topics.readings + " (end offset " + count(s.health.readings_end_offset) + ")";
     $("lag").textContent = s.health.lag === null ? "—" : count(s.health.lag);
@@ -303,6 +315,37 @@
       }
     };
   }
+
+  // -- views: the pipeline and the broker console, as tabs (WAI-ARIA's tabs pattern) ----------
+
+  const tabs = [...document.querySelectorAll('[role="tab"]')];
+
+  function selectView(name, focus) {
+    for (const t of tabs) {
+      const on = t.dataset.view === name;
+      t.setAttribute("aria-selected", String(on));
+      t.tabIndex = on ? 0 : -1;
+      $(t.getAttribute("aria-controls")).hidden = !on;
+      if (on && focus) t.focus();
+    }
+    window.SamsaConsole.show(name === "console");
+    if (name === "pipeline" && snap) { renderChart(snap); renderMap(snap); } // drawn to their width
+    const hash = name === "console" ? "#console" : "";
+    if (location.hash !== hash) history.replaceState(null, "", location.pathname + location.search + hash);
+  }
+
+  for (const t of tabs) {
+    t.addEventListener("click", () => selectView(t.dataset.view, true));
+    t.addEventListener("keydown", (e) => {
+      const i = tabs.indexOf(t);
+      const next = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+      if (next === undefined) return;
+      e.preventDefault();
+      selectView(tabs[(next + tabs.length) % tabs.length].dataset.view, true);
+    });
+  }
+  window.addEventListener("hashchange", () => selectView(location.hash === "#console" ? "console" : "pipeline", false));
+  selectView(location.hash === "#console" ? "console" : "pipeline", false);
 
   for (const b of document.querySelectorAll(".toggle button")) {
     b.addEventListener("click", () => {
