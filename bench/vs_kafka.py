@@ -1,6 +1,6 @@
 """Samsa beside Apache Kafka on this machine: the same workloads, alternating, a fresh broker each round.
 
-    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick] [--only one|cluster]
+    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick] [--only one|cluster] [--e2e-probe python|rdkafka]
 
 The peer is Apache Kafka 4.4 in KRaft combined mode (one JVM, broker and controller), started
 from Maven Central's jars (`scripts/kafka-jars.sh tools`) the way `kafka-server-start.sh`
@@ -17,8 +17,9 @@ Workloads, each round, for each broker (which goes first alternates):
 - ready: from the process start until a Metadata request is answered (s), RSS idle (MiB);
 - produce 100 B acks=1 and 1 KiB acks=all (linger 5 ms), to 1 partition and to 100;
 - consume both 1-partition topics from the beginning;
-- end to end at 10,000 msg/s, linger 0: p50, p99, p99.9 (ms), from the timestamps
-  rdkafka_performance puts in each message and reads back in a second instance;
+- end to end at 10,000 msg/s, linger 0: p50, p99, p99.9 (ms), from the timestamps each
+  message carries, read back by rdkafka_performance; the producer sleeps between messages
+  (`--e2e-probe rdkafka`: rdkafka_performance -r, which spins a core);
 - the Java producer, 1 KiB acks=all, 1 partition, and the Java consumer reading it back;
 - RSS at its highest during the workloads (MiB);
 - 1,000 partitions: create (until every one has a leader, and until each has taken a first
@@ -228,8 +229,16 @@ def consume(bootstrap: str, topic: str, count: int, env: dict[str, str] | None =
     return float(RATE.findall(last)[-1])
 
 
-def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, workdir: Path) -> tuple[float, float, float]:
-    """p50, p99, p99.9 (ms) of produce-to-consume at `rate` msg/s, linger 0, acks=1."""
+def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, workdir: Path,
+               probe: str = "python") -> tuple[float, float, float]:
+    """p50, p99, p99.9 (ms) of produce-to-consume at `rate` msg/s, linger 0, acks=1.
+
+    The consumer is rdkafka_performance in latency mode: each message carries
+    "LATENCY:<wall clock µs>" and the consumer writes now minus that, per message. The producer
+    is `e2e_producer` below (probe "python"), which sleeps between messages, or
+    rdkafka_performance -r (probe "rdkafka"), which paces by polling with a 0 ms timeout when
+    less than a millisecond is left: it spins a whole core of this 2-core machine, and the
+    latency then measures a saturated machine more than the broker."""
     lat_file = workdir / f"lat-{topic}.txt"
     count = int(rate * seconds)
     consumer = subprocess.Popen([str(PERF), "-C", "-l", "-A", str(lat_file), "-t", topic, "-p", "0", "-b", bootstrap,
@@ -237,8 +246,12 @@ def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, workdir: P
                                  "-X", "fetch.queue.backoff.ms=10"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(2)  # the consumer has its position at the end (no event to await across the process)
-    perf(["-P", "-l", "-t", topic, "-p", "0", "-b", bootstrap, "-s", "100", "-c", str(count), "-r", str(rate),
-          "-a", "1", "-X", "linger.ms=0", "-q"])
+    if probe == "rdkafka":
+        perf(["-P", "-l", "-t", topic, "-p", "0", "-b", bootstrap, "-s", "100", "-c", str(count), "-r", str(rate),
+              "-a", "1", "-X", "linger.ms=0", "-q"])
+    else:
+        subprocess.run([sys.executable, __file__, "--e2e-producer", bootstrap, topic, str(rate), str(count)],
+                       check=True, timeout=seconds * 4 + 60)
     try:
         consumer.wait(60)
     except subprocess.TimeoutExpired:
@@ -249,6 +262,34 @@ def end_to_end(bootstrap: str, topic: str, rate: int, seconds: float, workdir: P
         raise SystemExit(f"end to end: {len(us)} of {count} latencies")
     pick = lambda q: us[min(len(us) - 1, int(q * len(us)))] / 1000  # noqa: E731
     return pick(0.50), pick(0.99), pick(0.999)
+
+
+def e2e_producer(bootstrap: str, topic: str, rate: int, count: int) -> None:
+    """`count` 100 B messages at `rate` msg/s to partition 0 (acks=1, linger 0), one produce call
+    each, paced by sleeping; each payload is "LATENCY:<wall clock µs>" padded to 100 B, as
+    rdkafka_performance -l writes it, so that its consumer reads the latency back. The
+    connection and the topic's metadata are in place before the first one."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": 1})
+    p.list_topics(topic, timeout=30)  # connected, with the leader known, before the first timed message
+    interval = 1.0 / rate
+    due = time.perf_counter()
+    for _ in range(count):
+        value = b"LATENCY:%d" % (time.time_ns() // 1000)
+        while True:
+            try:
+                p.produce(topic, value.ljust(100, b"\0"), partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+        p.poll(0)
+        due += interval
+        wait = due - time.perf_counter()
+        if wait > 0:
+            time.sleep(wait)
+    if p.flush(60):
+        raise SystemExit("e2e producer: messages not delivered in 60 s")
 
 
 def java_produce(cp: str, bootstrap: str, topic: str, size: int, count: int, acks: str) -> float:
@@ -320,7 +361,7 @@ def file_write_ceiling(workdir: Path, nbytes: int) -> float:
         path.unlink()
 
 
-def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, float]:
+def one_round(side: Side, cp: str, workdir: Path, quick: bool, probe: str = "python") -> dict[str, float]:
     n100, n1k = (300_000, 100_000) if quick else (2_000_000, 500_000)
     row: dict[str, float] = {}
     row["ready s"] = side.start()
@@ -341,7 +382,7 @@ def one_round(side: Side, cp: str, workdir: Path, quick: bool) -> dict[str, floa
                 row["consume 100 B, client on jemalloc rec/s"] = consume(b, "p100-1", n100, je)
                 row["consume 1 KiB, client on jemalloc rec/s"] = consume(b, "p1k-1", n1k, je)
             create(b, "e2e", 1)
-            p50, p99, p999 = end_to_end(b, "e2e", 10_000, 5 if quick else 15, workdir)
+            p50, p99, p999 = end_to_end(b, "e2e", 10_000, 5 if quick else 15, workdir, probe)
             row["e2e p50 ms"], row["e2e p99 ms"], row["e2e p99.9 ms"] = p50, p99, p999
             create(b, "java", 1)
             row["Java producer 1 KiB acks=all rec/s"] = java_produce(cp, b, "java", 1024, n1k, "all")
@@ -460,7 +501,15 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run, not a measurement)")
     ap.add_argument("--only", choices=("one", "cluster"), help="only the one-broker or only the 3-broker comparison")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' directories (their logs)")
+    ap.add_argument("--e2e-probe", choices=("python", "rdkafka"), default="python",
+                    help="the end-to-end rows' producer: python sleeps between messages (default); rdkafka is "
+                         "rdkafka_performance -r, which spins a core to pace itself")
+    ap.add_argument("--e2e-producer", nargs=4, metavar=("BOOTSTRAP", "TOPIC", "RATE", "COUNT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.e2e_producer:
+        bs, topic, rate, count = args.e2e_producer
+        e2e_producer(bs, topic, int(rate), int(count))
+        return
     if not PERF.exists():
         raise SystemExit(f"vs_kafka: {PERF} is missing: run scripts/install-deps.sh (it builds compat/node-rdkafka)")
     try:
@@ -478,7 +527,7 @@ def main() -> None:
                     d = base / f"{name}-{r}"
                     side: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
                     print(f"==> round {r + 1}: {name}, one broker", flush=True)
-                    _record(rows[name], one_round(side, cp, d, args.quick))
+                    _record(rows[name], one_round(side, cp, d, args.quick, args.e2e_probe))
                 print(f"==> round {r + 1}: librdkafka's mock broker", flush=True)
                 _record(rows["mock"], mock_round(args.quick))
                 _record(rows["machine"], {CEILING: file_write_ceiling(base / "ceiling", 500 << 20) / 2**20})
