@@ -1,6 +1,6 @@
 """Samsa beside Apache Kafka on this machine: the same workloads, alternating, a fresh broker each round.
 
-    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick] [--only one|cluster] [--e2e-probe python|rdkafka]
+    PYTHONPATH=. .venv/bin/python bench/vs_kafka.py [--rounds 3] [--quick] [--only one|cluster|e2e] [--e2e-probe python|rdkafka]
 
 The peer is Apache Kafka 4.4 in KRaft combined mode (one JVM, broker and controller), started
 from Maven Central's jars (`scripts/kafka-jars.sh tools`) the way `kafka-server-start.sh`
@@ -453,6 +453,22 @@ class Cluster:
             k.stop()
 
 
+def e2e_round(side: Side, workdir: Path, quick: bool, first: str) -> dict[str, float]:
+    """`--only e2e`: the end-to-end rows alone, with both producers (`first` goes first), on a
+    fresh broker."""
+    row: dict[str, float] = {}
+    side.start()
+    try:
+        create(side.bootstrap, "e2e", 1)
+        for probe in (first, "rdkafka" if first == "python" else "python"):
+            p50, p99, p999 = end_to_end(side.bootstrap, "e2e", 10_000, 5 if quick else 15, workdir, probe)
+            for q, v in (("p50", p50), ("p99", p99), ("p99.9", p999)):
+                row[f"e2e {q} ms, {probe} producer"] = v
+    finally:
+        side.stop()
+    return row
+
+
 def cluster_round(c: Cluster, quick: bool) -> dict[str, float]:
     n = 100_000 if quick else 500_000
     row: dict[str, float] = {"3 brokers: ready s": c.start()}
@@ -499,7 +515,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="fewer records (a smoke run, not a measurement)")
-    ap.add_argument("--only", choices=("one", "cluster"), help="only the one-broker or only the 3-broker comparison")
+    ap.add_argument("--only", choices=("one", "cluster", "e2e"),
+                    help="only the one-broker or only the 3-broker comparison, or only the end-to-end rows "
+                         "(with both producers)")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' directories (their logs)")
     ap.add_argument("--e2e-probe", choices=("python", "rdkafka"), default="python",
                     help="the end-to-end rows' producer: python sleeps between messages (default); rdkafka is "
@@ -514,14 +532,22 @@ def main() -> None:
         raise SystemExit(f"vs_kafka: {PERF} is missing: run scripts/install-deps.sh (it builds compat/node-rdkafka)")
     try:
         cp = kafka_classpath("tools")
-        cp39 = kafka_classpath("kafka39") if args.only != "one" else ""
+        cp39 = kafka_classpath("kafka39") if args.only not in ("one", "e2e") else ""
     except JarsMissing as e:
         raise SystemExit(f"vs_kafka: Kafka's jars are missing: {e}") from None
     rows: dict[str, dict[str, list[float]]] = {"samsa": {}, "kafka": {}, "mock": {}, "machine": {}}
     base = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     zk_proc = None
     try:
-        if args.only != "cluster":
+        if args.only == "e2e":
+            for r in range(args.rounds):
+                for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
+                    d = base / f"{name}-{r}"
+                    side_: Side = SamsaSide(d) if name == "samsa" else KafkaSide(d, cp)
+                    print(f"==> round {r + 1}: {name}, end to end", flush=True)
+                    _record(rows[name], e2e_round(side_, d, args.quick, "python" if r % 2 == 0 else "rdkafka"))
+                    shutil.rmtree(d, ignore_errors=True)
+        elif args.only != "cluster":
             for r in range(args.rounds):
                 for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
                     d = base / f"{name}-{r}"
@@ -531,7 +557,7 @@ def main() -> None:
                 print(f"==> round {r + 1}: librdkafka's mock broker", flush=True)
                 _record(rows["mock"], mock_round(args.quick))
                 _record(rows["machine"], {CEILING: file_write_ceiling(base / "ceiling", 500 << 20) / 2**20})
-        if args.only != "one":
+        if args.only not in ("one", "e2e"):
             zk_proc, zk = start_zookeeper(base / "zk")
             for r in range(args.rounds):
                 for name in (["samsa", "kafka"] if r % 2 == 0 else ["kafka", "samsa"]):
